@@ -1,0 +1,3 @@
+from edge_infer.cli import main
+
+raise SystemExit(main())

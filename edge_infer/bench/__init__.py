@@ -1,0 +1,1 @@
+"""Workloads and reports shared by `bench`, `ladder` and the benchmark suite."""

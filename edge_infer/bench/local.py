@@ -1,0 +1,72 @@
+"""In-process systems under test: our engine, and llama-cpp-python's `Llama` served one
+request after another (what its Python server does with concurrent requests)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from edge_infer.bench.workload import RequestResult
+
+
+def engine_client(engine, max_tokens: int):
+    from edge_infer.engine import FinishEvent, Request, SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+
+    def call(prompt: str) -> RequestResult:
+        t0 = time.perf_counter()
+        try:
+            stream = engine.submit(Request(prompt=prompt, sampling=params, source="bench"))
+        except Exception as exc:  # queue full, context overflow: counted as errors
+            return RequestResult(0, 0, 0, 0, error=str(exc))
+        first = None
+        n = 0
+        for event in stream:
+            if isinstance(event, FinishEvent):
+                if event.error:
+                    return RequestResult(0, n, 0, 0, error=event.error)
+                break
+            n += 1
+            if first is None:
+                first = time.perf_counter()
+        end = time.perf_counter()
+        first = first or end
+        return RequestResult(first - t0, n, (n - 1) / (end - first) if n > 1 and end > first else 0.0, end - t0)
+
+    return call
+
+
+class SerialLlama:
+    """llama_cpp.Llama behind a lock: concurrent callers wait their turn."""
+
+    def __init__(self, model_path: str, n_ctx: int, n_threads: int, n_batch: int = 512):
+        from llama_cpp import Llama
+
+        self.llm = Llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=n_threads,
+                         n_threads_batch=n_threads, n_batch=n_batch, verbose=False)
+        self.lock = threading.Lock()
+
+    def client(self, max_tokens: int):
+        def call(prompt: str) -> RequestResult:
+            t0 = time.perf_counter()
+            first = None
+            n = 0
+            try:
+                with self.lock:
+                    for _chunk in self.llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0,
+                                                             stream=True):
+                        n += 1
+                        if first is None:
+                            first = time.perf_counter()
+            except Exception as exc:
+                return RequestResult(0, n, 0, 0, error=str(exc))
+            end = time.perf_counter()
+            first = first or end
+            return RequestResult(first - t0, n, (n - 1) / (end - first) if n > 1 and end > first else 0.0,
+                                 end - t0)
+
+        return call
+
+    def close(self) -> None:
+        self.llm.close()

@@ -1,0 +1,106 @@
+"""A fixed workload and closed-loop clients that drive it at a given concurrency.
+
+Each client takes the next prompt, sends it, reads the whole stream, and repeats. The
+same prompts go to every system under test so the numbers compare side by side.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+QUESTIONS = [
+    "Explain in detail how photosynthesis works.",
+    "Write a long story about a robot who learns to paint.",
+    "Describe the history of the Roman Empire in detail.",
+    "Explain how a computer processor executes instructions.",
+    "Write a detailed guide to growing tomatoes at home.",
+    "Describe the water cycle and why it matters for life on Earth.",
+    "Explain how vaccines train the immune system.",
+    "Write a letter to a friend describing a trip to the mountains.",
+    "Explain the difference between weather and climate in detail.",
+    "Describe how bread is made, step by step.",
+    "Explain how the internet routes a message from one computer to another.",
+    "Write a story about a lighthouse keeper and a storm.",
+    "Describe the life cycle of a star.",
+    "Explain why the sky is blue and sunsets are red.",
+    "Write a detailed review of an imaginary restaurant.",
+    "Explain how electric cars work and how they differ from petrol cars.",
+]
+
+
+@dataclass
+class RequestResult:
+    ttft_s: float
+    tokens: int
+    decode_tok_s: float
+    latency_s: float
+    error: str | None = None
+
+
+@dataclass
+class PassResult:
+    system: str
+    concurrency: int
+    requests: int
+    errors: int
+    tokens: int
+    wall_s: float
+    agg_tok_s: float
+    per_req_tok_s: float
+    ttft_p50_s: float
+    ttft_p95_s: float
+    rss_mib: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# A client call: prompt -> RequestResult. It must not raise; errors go in the result.
+Client = Callable[[str], RequestResult]
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    values = sorted(values)
+    k = (len(values) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def run_pass(system: str, client: Client, prompts: list[str], concurrency: int,
+             rss: Callable[[], int]) -> PassResult:
+    results: list[RequestResult] = []
+    lock = threading.Lock()
+    it = iter(prompts)
+
+    def worker():
+        while True:
+            with lock:
+                prompt = next(it, None)
+            if prompt is None:
+                return
+            r = client(prompt)
+            with lock:
+                results.append(r)
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    ok = [r for r in results if r.error is None]
+    tokens = sum(r.tokens for r in ok)
+    ttfts = [r.ttft_s for r in ok]
+    return PassResult(
+        system=system, concurrency=concurrency, requests=len(results), errors=len(results) - len(ok),
+        tokens=tokens, wall_s=wall, agg_tok_s=tokens / wall if wall > 0 else 0.0,
+        per_req_tok_s=statistics.median([r.decode_tok_s for r in ok]) if ok else 0.0,
+        ttft_p50_s=percentile(ttfts, 0.5), ttft_p95_s=percentile(ttfts, 0.95),
+        rss_mib=rss() / 2**20)

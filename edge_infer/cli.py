@@ -1,0 +1,42 @@
+"""Argument parsing and wiring only. Each subcommand lives in edge_infer/commands/<name>.py
+and exposes `register(subparsers)`, which adds its parser and sets `func(args) -> int`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from edge_infer import __version__
+
+COMMANDS = ["run", "chat", "inspect", "provision", "bench"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="edge-infer", description="Offline LLM inference on llama.cpp.")
+    parser.add_argument("--version", action="version", version=f"edge-infer {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp and engine logs")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"edge_infer.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    from edge_infer.errors import EdgeInferError
+
+    try:
+        return int(args.func(args) or 0)
+    except EdgeInferError as exc:
+        print(f"edge-infer: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,70 @@
+"""Flags shared by commands that load a model: engine settings and sampling."""
+
+from __future__ import annotations
+
+import argparse
+
+from edge_infer.config import EngineSettings
+from edge_infer.engine.sampling import SamplingParams
+
+
+def add_model_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", nargs="?", default=None,
+                   help="installed model name, catalog alias (smollm2, gemma3) or path to a .gguf "
+                        "(default: the catalog's default model)")
+
+
+def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = None) -> None:
+    g = p.add_argument_group("engine")
+    g.add_argument("--ctx", type=int, help="context per sequence, in tokens (default 4096)")
+    g.add_argument("--parallel", type=int, default=parallel_default, help="sequences decoded together")
+    g.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
+    g.add_argument("--n-gpu-layers", type=int, help="layers offloaded to the GPU (-1 = all; needs a GPU build)")
+    g.add_argument("--n-batch", type=int, help="tokens per decode step (default 512)")
+    g.add_argument("--kv-split", dest="kv_unified", action="store_false", default=None,
+                   help="give each slot its own KV buffer instead of one shared buffer")
+
+
+def add_sampling_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sampling")
+    g.add_argument("--temperature", "--temp", type=float, default=0.8)
+    g.add_argument("--top-k", type=int, default=40)
+    g.add_argument("--top-p", type=float, default=0.95)
+    g.add_argument("--min-p", type=float, default=0.05)
+    g.add_argument("--repeat-penalty", type=float, default=1.0)
+    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--max-tokens", "-n", type=int, default=256)
+    g.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+
+
+def engine_settings(args, **overrides) -> EngineSettings:
+    values = dict(ctx=args.ctx, parallel=args.parallel, n_threads=args.threads,
+                  n_gpu_layers=args.n_gpu_layers, n_batch=args.n_batch, kv_unified=args.kv_unified)
+    values.update(overrides)
+    return EngineSettings.from_env(**values)
+
+
+def sampling_params(args) -> SamplingParams:
+    return SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                          min_p=args.min_p, repeat_penalty=args.repeat_penalty, seed=args.seed,
+                          max_tokens=args.max_tokens, stop=tuple(args.stop))
+
+
+def resolve_model(spec: str | None):
+    """Model spec -> (path, display name). No spec means the catalog default, installed."""
+    from edge_infer.store.catalog import load_catalog
+    from edge_infer.store.store import ModelStore
+
+    store = ModelStore()
+    if spec is None:
+        default = load_catalog().default()
+        return store.ensure(default.alias), default.alias
+    path = store.resolve(spec)
+    return path, spec
+
+
+def open_engine(args, **overrides):
+    from edge_infer.engine import Engine
+
+    path, name = resolve_model(args.model)
+    return Engine(path, engine_settings(args, **overrides), name=name)

@@ -1,0 +1,43 @@
+"""Engine settings with defaults; EDGE_INFER_* environment variables override defaults,
+command-line flags override both. One place."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+
+import psutil
+
+
+def _default_threads() -> int:
+    # llama.cpp decode is memory-bound; physical cores beat hyperthreads.
+    return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    ctx: int = 4096             # context per sequence (tokens a conversation can hold)
+    parallel: int = 1           # sequences decoded together (slots)
+    n_batch: int = 512          # tokens per llama_decode (decode tokens + prefill chunks)
+    n_threads: int = _default_threads()
+    n_gpu_layers: int = 0       # -1 = all layers on the GPU (needs a GPU build of llama.cpp)
+    # One KV buffer shared by all slots: measured 162 vs 126 tok/s at 8 sequences on
+    # SmolLM2 (2 cores). Each sequence is still capped at `ctx` tokens.
+    kv_unified: bool = True
+    swa_full: bool = False      # keep full-size sliding-window caches (more prefix reuse, more memory)
+    flash_attn: bool = False
+    queue_size: int = 64        # requests waiting beyond the slots; more are refused
+
+    @classmethod
+    def from_env(cls, **overrides) -> "EngineSettings":
+        values = {}
+        for f in fields(cls):
+            raw = os.environ.get(f"EDGE_INFER_{f.name.upper()}")
+            if raw is None:
+                continue
+            if f.type in ("bool", bool):
+                values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+            else:
+                values[f.name] = int(raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return replace(cls(), **values)

@@ -1,0 +1,67 @@
+"""Chat messages -> prompt text, with the model's own Jinja chat template from its GGUF.
+
+Rendered in a sandbox like Hugging Face transformers does. A model without a template
+falls back to ChatML, which is what most small instruct models were tuned on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from edge_infer.errors import EdgeInferError
+
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+ROLES = {"system", "user", "assistant", "developer", "tool"}
+
+
+class ChatTemplateError(EdgeInferError):
+    pass
+
+
+def _raise_exception(message: str):
+    raise ChatTemplateError(f"the model's chat template refused the messages: {message}")
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+class ChatTemplate:
+    def __init__(self, source: str | None, bos_token: str = "", eos_token: str = ""):
+        self.source = source or CHATML
+        self.is_fallback = source is None
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                            extensions=["jinja2.ext.loopcontrols"])
+        env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
+        try:
+            self._template = env.from_string(self.source)
+        except jinja2.TemplateError as exc:
+            raise ChatTemplateError(f"the model's chat template does not parse: {exc}") from exc
+
+    def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        clean = []
+        for i, m in enumerate(messages):
+            role, content = m.get("role"), m.get("content")
+            if role not in ROLES:
+                raise ChatTemplateError(f"message {i}: unknown role {role!r}")
+            if isinstance(content, list):  # OpenAI content parts: keep the text parts
+                content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+            if not isinstance(content, str):
+                raise ChatTemplateError(f"message {i}: content must be text")
+            clean.append({"role": "system" if role == "developer" else role, "content": content})
+        try:
+            return self._template.render(messages=clean, add_generation_prompt=add_generation_prompt,
+                                         bos_token=self.bos_token, eos_token=self.eos_token)
+        except ChatTemplateError:
+            raise
+        except jinja2.TemplateError as exc:
+            raise ChatTemplateError(f"the model's chat template failed: {exc}") from exc

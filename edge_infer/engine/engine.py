@@ -1,0 +1,332 @@
+"""The engine: one thread owns the llama.cpp context and runs continuous batching.
+
+Other threads call submit() / cancel() / snapshot(); submit() validates and tokenizes on
+the caller's thread so a bad request fails there, before anything reaches llama.cpp.
+Each step = one llama_decode over decode tokens plus prompt chunks (see Scheduler.plan).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from edge_infer.config import EngineSettings
+from edge_infer.engine.chat_template import ChatTemplate
+from edge_infer.engine.llama import (ContextParams, LlamaBatch, LlamaContext, LlamaModel,
+                                     capture_log)
+from edge_infer.engine.load_report import kv_bytes_reported
+from edge_infer.engine.sampling import build_sampler
+from edge_infer.engine.scheduler import BatchItem, Scheduler
+from edge_infer.engine.sequence import Request, Sequence, Status
+from edge_infer.engine.stats import EngineSnapshot, RateMeter, RequestSnapshot
+from edge_infer.engine.stream import FinishEvent, RequestStream, TokenEvent
+from edge_infer.errors import (ContextOverflowError, EdgeInferError, EngineClosedError,
+                               QueueFullError)
+from edge_infer.store.gguf_info import read_model_info
+
+log = logging.getLogger("edge_infer.engine")
+
+
+class BadRequestError(EdgeInferError, ValueError):
+    pass
+
+
+class Engine:
+    def __init__(self, model_path: str | Path, settings: EngineSettings | None = None,
+                 name: str | None = None):
+        self.settings = s = settings or EngineSettings.from_env()
+        # Validate the file ourselves first: llama.cpp aborts the process on some bad files.
+        self.info = read_model_info(model_path)
+        self.name = name or Path(model_path).stem
+        with capture_log() as load_log:
+            self.model = LlamaModel(Path(model_path), n_gpu_layers=s.n_gpu_layers)
+            self.ctx = LlamaContext(self.model, ContextParams(
+                n_ctx=s.ctx * s.parallel, n_seq_max=s.parallel, n_batch=s.n_batch,
+                n_threads=s.n_threads, kv_unified=s.kv_unified, swa_full=s.swa_full,
+                flash_attn=s.flash_attn))
+        self.load_log = load_log  # llama.cpp's own report of its buffers
+        self.kv_bytes = kv_bytes_reported(load_log)
+        # What one sequence may hold. With a unified KV cache llama.cpp would let one
+        # sequence take every cell; capping each at `ctx` means the cells never run out.
+        self.n_ctx_seq = min(s.ctx, self.ctx.n_ctx_seq)
+        self.template = ChatTemplate(
+            self.model.meta("tokenizer.chat_template"),
+            bos_token=self.model.token_to_bytes(self.model.bos, special=True).decode("utf-8", "replace"),
+            eos_token=self.model.token_to_bytes(self.model.eos, special=True).decode("utf-8", "replace"))
+        self.batch = LlamaBatch(s.n_batch)
+        self.scheduler = Scheduler(s.parallel, s.n_batch)
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._live: dict[str, Sequence] = {}  # submitted and not finished
+        self._closed = False
+        self._decode_rate, self._prefill_rate = RateMeter(), RateMeter()
+        self._totals = {"requests": 0, "prompt": 0, "prompt_eval": 0, "generated": 0}
+        self._proc = psutil.Process()
+        self._thread = threading.Thread(target=self._run, name="edge-infer-engine", daemon=True)
+        self._thread.start()
+
+    # ---- public API (any thread) -----------------------------------------------------
+    def tokenize_messages(self, messages: list[dict]) -> list[int]:
+        text = self.template.render(messages, add_generation_prompt=True)
+        # A template that writes the BOS text itself must not get a second BOS.
+        starts_with_bos = bool(self.template.bos_token) and text.startswith(self.template.bos_token)
+        return self.model.tokenize(text, add_special=self.model.add_bos and not starts_with_bos)
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.model.tokenize(text, add_special=True)
+
+    def submit(self, request: Request) -> RequestStream:
+        """Validate, tokenize and queue a request. Raises before queuing if it cannot run."""
+        if self._closed:
+            raise EngineClosedError("the engine is shut down")
+        tokens = self._prompt_tokens(request)
+        need = len(tokens) + len(request.forced_tokens or [])
+        if len(tokens) >= self.n_ctx_seq or need > self.n_ctx_seq:
+            raise ContextOverflowError(need if request.forced_tokens else len(tokens), self.n_ctx_seq)
+        bad = [t for t in tokens if not 0 <= t < self.model.n_vocab]
+        if bad:
+            raise BadRequestError(f"token id {bad[0]} is outside the vocabulary (0..{self.model.n_vocab - 1})")
+        try:
+            sampler = None if request.forced_tokens is not None else build_sampler(self.model, request.sampling)
+        except ValueError as exc:
+            raise BadRequestError(str(exc)) from exc
+        stream = RequestStream(request.id, cancel=lambda: self.cancel(request.id))
+        seq = Sequence(request, tokens, stream, sampler)
+        with self._lock:
+            if len(self._live) >= self.settings.parallel + self.settings.queue_size:
+                if sampler:
+                    sampler.close()
+                raise QueueFullError(f"{len(self._live)} requests in flight; the queue is full, retry later")
+            self._live[request.id] = seq
+        self._inbox.put(seq)
+        return stream
+
+    def generate(self, request: Request):
+        """Convenience: submit and wait for the whole completion."""
+        return self.submit(request).result()
+
+    def cancel(self, request_id: str) -> None:
+        with self._lock:
+            seq = self._live.get(request_id)
+        if seq is not None:
+            seq.cancelled = True
+            self._inbox.put(None)  # wake the engine if it sleeps
+
+    def snapshot(self) -> EngineSnapshot:
+        sched = self.scheduler
+        running, waiting = list(sched.running), list(sched.waiting)
+        with self._lock:
+            inbox_only = [s for s in self._live.values() if s.status is Status.WAITING and s not in waiting]
+        reqs = tuple(RequestSnapshot(
+            id=s.id, source=s.request.source, state=s.status.value, slot=s.slot,
+            prompt_tokens=len(s.prompt), cached_tokens=s.stats.cached_tokens,
+            generated_tokens=len(s.generated), decode_tok_s=round(_live_rate(s), 1))
+            for s in running + waiting + inbox_only)
+        try:
+            rss = self._proc.memory_info().rss
+        except psutil.Error:
+            rss = 0
+        return EngineSnapshot(
+            model=self.name, n_slots=len(sched.slots),
+            slots_busy=sum(1 for sl in sched.slots if sl.seq is not None),
+            running=len(running), queued=len(waiting) + len(inbox_only),
+            kv_cells_used=sum(len(sl.cached) for sl in sched.slots),
+            kv_cells_total=self.ctx.n_ctx, rss_bytes=rss, weights_bytes=self.model.size_bytes,
+            kv_bytes=self.kv_bytes, requests_total=self._totals["requests"],
+            prompt_tokens_total=self._totals["prompt"], prompt_eval_tokens_total=self._totals["prompt_eval"],
+            generated_tokens_total=self._totals["generated"],
+            decode_tok_s=round(self._decode_rate.rate(), 1), prefill_tok_s=round(self._prefill_rate.rate(), 1),
+            requests=reqs)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._inbox.put(None)
+        self._thread.join(timeout=30)
+        self.batch.close()
+        self.ctx.close()
+        self.model.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- engine thread ---------------------------------------------------------------
+    def _prompt_tokens(self, request: Request) -> list[int]:
+        given = [x is not None for x in (request.prompt, request.messages, request.prompt_tokens)]
+        if sum(given) != 1:
+            raise BadRequestError("give exactly one of prompt, messages or prompt_tokens")
+        if request.messages is not None:
+            if not request.messages:
+                raise BadRequestError("messages must not be empty")
+            tokens = self.tokenize_messages(request.messages)
+        elif request.prompt is not None:
+            tokens = self.tokenize(request.prompt)
+        else:
+            tokens = list(request.prompt_tokens)
+        if not tokens:
+            raise BadRequestError("the prompt is empty")
+        return tokens
+
+    def _run(self) -> None:
+        sched = self.scheduler
+        while True:
+            idle = not sched.running and not sched.waiting
+            if not self._take_inbox(block=idle):
+                break
+            try:
+                self._drop_cancelled()
+                for seq, slot, keep in sched.admit():
+                    self._start(seq, slot, keep)
+                items = sched.plan()
+                if items:
+                    self._step(items)
+            except Exception as exc:  # never let the engine thread die silently
+                log.exception("engine step failed")
+                for seq in list(sched.running):
+                    self._fail(seq, f"engine error: {exc}")
+        for seq in list(sched.running) + list(sched.waiting):
+            self._finish(seq, "cancelled", error="the engine shut down")
+
+    def _take_inbox(self, block: bool) -> bool:
+        """Move submissions into the scheduler; False once the engine is closing."""
+        try:
+            item = self._inbox.get() if block else self._inbox.get_nowait()
+        except queue.Empty:
+            return not self._closed
+        while True:
+            if item is not None:
+                self.scheduler.add(item)
+                self._totals["requests"] += 1
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return not self._closed
+
+    def _drop_cancelled(self) -> None:
+        for seq in [s for s in self.scheduler.waiting if s.cancelled]:
+            self.scheduler.remove_waiting(seq)
+            self._finish(seq, "cancelled")
+        for seq in [s for s in self.scheduler.running if s.cancelled]:
+            self._finish(seq, "cancelled")
+
+    def _start(self, seq: Sequence, slot, keep: int) -> None:
+        """Reuse the slot's cached prefix when llama.cpp still holds all it needs."""
+        n_swa = self.model.n_swa
+        if keep > 0 and n_swa > 0 and self.ctx.seq_pos_min(slot.id) > max(0, keep - n_swa):
+            keep = 0  # sliding-window cache already dropped positions the suffix attends to
+        if keep < len(slot.cached) or keep == 0:
+            if not self.ctx.seq_rm(slot.id, keep, -1):
+                self.ctx.seq_rm(slot.id, -1, -1)  # removing a whole sequence never fails
+                keep = 0
+            del slot.cached[keep:]
+        seq.n_past = keep
+        seq.stats.cached_tokens = keep
+        seq.stats.prompt_eval_tokens = len(seq.prompt) - keep
+        seq.stats.started_at = time.perf_counter()
+        self._totals["prompt"] += len(seq.prompt)
+        self._totals["prompt_eval"] += len(seq.prompt) - keep
+
+    def _step(self, items: list[BatchItem]) -> None:
+        batch = self.batch
+        batch.clear()
+        rows = []
+        for it in items:
+            last = len(it.tokens) - 1
+            for j, tok in enumerate(it.tokens):
+                row = batch.add(tok, it.pos + j, it.seq.slot, it.wants_logits and j == last)
+            rows.append(row)
+        rc = self.ctx.decode(batch)
+        if rc != 0:
+            reason = "the KV cache is full" if rc == 1 else f"llama_decode returned {rc}"
+            for it in items:
+                self.ctx.seq_rm(it.seq.slot, -1, -1)
+                self.scheduler.slots[it.seq.slot].cached.clear()
+                self._fail(it.seq, reason)
+            return
+        now = time.perf_counter()
+        n_prefill = n_decode = 0
+        for it, row in zip(items, rows):
+            seq = it.seq
+            self.scheduler.slots[seq.slot].cached.extend(it.tokens)
+            seq.n_past += len(it.tokens)
+            if seq.status is Status.PREFILL:
+                n_prefill += len(it.tokens)
+                if not it.wants_logits:
+                    continue
+                seq.status = Status.DECODE
+            else:
+                n_decode += 1
+            self._sample(seq, row, now)
+        if n_prefill:
+            self._prefill_rate.add(n_prefill, now)
+        if n_decode:
+            self._decode_rate.add(n_decode, now)
+
+    def _sample(self, seq: Sequence, row: int, now: float) -> None:
+        forced = seq.request.forced_tokens
+        token = forced[len(seq.generated)] if forced is not None else seq.sampler.sample(self.ctx, row)
+        logprobs = self._logprobs(row) if seq.request.capture_logprobs else None
+        if not seq.stats.first_token_at:
+            seq.stats.first_token_at = now
+        if forced is None and not seq.params.ignore_eos and self.model.is_eog(token):
+            self._finish(seq, "stop")
+            return
+        seq.generated.append(token)
+        seq.stats.generated_tokens += 1
+        self._totals["generated"] += 1
+        text, stopped = seq.stops.feed(seq.utf8.feed(self.model.token_to_bytes(token)))
+        seq.stream.put(TokenEvent(token, text, logprobs))
+        n = len(seq.generated)
+        if stopped:
+            self._finish(seq, "stop", flush=False)
+        elif (forced is not None and n >= len(forced)) or (seq.params.max_tokens and n >= seq.params.max_tokens):
+            self._finish(seq, "length")
+        elif seq.n_past >= self.n_ctx_seq:  # no room left to feed this token back
+            self._finish(seq, "length")
+        else:
+            seq.next_token = token
+
+    def _logprobs(self, row: int) -> np.ndarray:
+        logits = np.ctypeslib.as_array(self.ctx.logits_ptr(row), shape=(self.model.n_vocab,))
+        x = logits.astype(np.float64)
+        x -= x.max()
+        return (x - np.log(np.exp(x).sum())).astype(np.float32)
+
+    def _fail(self, seq: Sequence, message: str) -> None:
+        log.warning("request %s failed: %s", seq.id, message)
+        self._finish(seq, "error", error=message)
+
+    def _finish(self, seq: Sequence, reason: str, error: str | None = None, flush: bool = True) -> None:
+        if seq.status is Status.FINISHED:
+            return
+        seq.stats.finished_at = time.perf_counter()
+        tail = ""
+        if flush:
+            tail, stopped = seq.stops.feed(seq.utf8.flush())
+            if not stopped:
+                tail += seq.stops.flush()
+        self.scheduler.finish(seq)
+        if seq.sampler is not None:
+            seq.sampler.close()
+            seq.sampler = None
+        with self._lock:
+            self._live.pop(seq.id, None)
+        seq.stream.put(FinishEvent(reason, tail, seq.stats, error))
+
+
+def _live_rate(seq: Sequence) -> float:
+    st = seq.stats
+    if not st.first_token_at or len(seq.generated) < 2:
+        return 0.0
+    dt = time.perf_counter() - st.first_token_at
+    return (len(seq.generated) - 1) / dt if dt > 0 else 0.0

@@ -1,0 +1,258 @@
+"""Owners of llama.cpp C handles: model, context, batch, sampler chain.
+
+Each class owns exactly one handle and frees it exactly once (close() or GC), in the
+manner of llama-cpp-python's `_internals.py`. Nothing here knows about requests.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+
+log = logging.getLogger("edge_infer.llama")
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+# llama.cpp logs through one process-wide callback; keep the last lines so load-time
+# reports (buffer sizes) can be read back, and route everything to logging at DEBUG.
+LLAMA_LOG: deque[str] = deque(maxlen=2000)
+_captures: list[list[str]] = []
+
+
+class capture_log:
+    """Collect llama.cpp's log lines written while the block runs (load-time reports)."""
+
+    def __enter__(self) -> list[str]:
+        self.lines: list[str] = []
+        _captures.append(self.lines)
+        return self.lines
+
+    def __exit__(self, *exc) -> None:
+        _captures.remove(self.lines)
+
+
+@llama_cpp.llama_log_callback
+def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    line = text.decode("utf-8", errors="replace")
+    LLAMA_LOG.append(line)
+    for lines in _captures:
+        lines.append(line)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(line.rstrip())
+
+
+def init_backend() -> None:
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+
+
+class LlamaModel:
+    """A loaded GGUF model (weights + vocab). Read-only after load; shareable across threads
+    for tokenizing."""
+
+    def __init__(self, path: Path, n_gpu_layers: int = 0, vocab_only: bool = False):
+        init_backend()
+        params = llama_cpp.llama_model_default_params()
+        params.n_gpu_layers = n_gpu_layers
+        params.vocab_only = vocab_only
+        self.path = Path(path)
+        self.handle = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
+        if not self.handle:
+            raise RuntimeError(f"llama.cpp could not load {self.path} (run with -v for its log)")
+        self.vocab = llama_cpp.llama_model_get_vocab(self.handle)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self.handle)
+        self.n_layer = llama_cpp.llama_model_n_layer(self.handle)
+        self.n_swa = llama_cpp.llama_model_n_swa(self.handle)
+        self.size_bytes = llama_cpp.llama_model_size(self.handle)
+        self.n_params = llama_cpp.llama_model_n_params(self.handle)
+        self.bos = llama_cpp.llama_vocab_bos(self.vocab)
+        self.eos = llama_cpp.llama_vocab_eos(self.vocab)
+        self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+        self._piece_buf = ctypes.create_string_buffer(256)
+
+    def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        cap = len(data) + 16
+        buf = (llama_cpp.llama_token * cap)()
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+        if n < 0:  # buffer too small: n is minus the size needed
+            cap = -n
+            buf = (llama_cpp.llama_token * cap)()
+            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+            if n < 0:
+                raise RuntimeError("tokenization failed")
+        return list(buf[:n])
+
+    def token_to_bytes(self, token: int, special: bool = False) -> bytes:
+        # Not thread-safe (shared buffer): only the engine thread detokenizes.
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece_buf, 256, 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, -n, 0, special)
+            return buf.raw[:n]
+        return self._piece_buf.raw[:n]
+
+    def detokenize(self, tokens: list[int], special: bool = False) -> str:
+        buf = ctypes.create_string_buffer(256)
+        out = bytearray()
+        for t in tokens:
+            n = llama_cpp.llama_token_to_piece(self.vocab, t, buf, 256, 0, special)
+            out += buf.raw[:max(n, 0)]
+        return out.decode("utf-8", errors="replace")
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = llama_cpp.llama_model_meta_val_str(self.handle, key.encode(), buf, len(buf))
+        if n < 0:
+            return None
+        if n >= len(buf):
+            buf = ctypes.create_string_buffer(n + 1)
+            llama_cpp.llama_model_meta_val_str(self.handle, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        if getattr(self, "handle", None):
+            llama_cpp.llama_model_free(self.handle)
+            self.handle = None
+
+    __del__ = close
+
+
+@dataclass(frozen=True)
+class ContextParams:
+    n_ctx: int          # total KV cells across all sequences
+    n_seq_max: int
+    n_batch: int
+    n_threads: int
+    kv_unified: bool = False
+    swa_full: bool = False
+    flash_attn: bool = False
+
+
+class LlamaContext:
+    """One llama_context: the KV cache and the compute graph. Used by one thread only."""
+
+    def __init__(self, model: LlamaModel, p: ContextParams):
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = p.n_ctx
+        params.n_batch = p.n_batch
+        params.n_ubatch = p.n_batch
+        params.n_seq_max = p.n_seq_max
+        params.n_threads = p.n_threads
+        params.n_threads_batch = p.n_threads
+        params.kv_unified = p.kv_unified
+        params.swa_full = p.swa_full
+        params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if p.flash_attn
+                                  else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+        params.no_perf = True
+        self.model = model  # keep the model alive as long as the context
+        self.handle = llama_cpp.llama_init_from_model(model.handle, params)
+        if not self.handle:
+            raise RuntimeError("llama.cpp could not create a context (out of memory?)")
+        self.memory = llama_cpp.llama_get_memory(self.handle)
+        self.n_ctx = llama_cpp.llama_n_ctx(self.handle)
+        self.n_ctx_seq = llama_cpp.llama_n_ctx_seq(self.handle)
+        self.n_seq_max = llama_cpp.llama_n_seq_max(self.handle)
+
+    def decode(self, batch: "LlamaBatch") -> int:
+        return llama_cpp.llama_decode(self.handle, batch.handle)
+
+    def logits_ptr(self, i: int):
+        return llama_cpp.llama_get_logits_ith(self.handle, i)
+
+    def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
+        return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq, p0, p1))
+
+    def seq_pos_min(self, seq: int) -> int:
+        return llama_cpp.llama_memory_seq_pos_min(self.memory, seq)
+
+    def seq_pos_max(self, seq: int) -> int:
+        return llama_cpp.llama_memory_seq_pos_max(self.memory, seq)
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self.memory, True)
+
+    def close(self) -> None:
+        if getattr(self, "handle", None):
+            llama_cpp.llama_free(self.handle)
+            self.handle = None
+
+    __del__ = close
+
+
+class LlamaBatch:
+    """A llama_batch with room for `capacity` tokens, one sequence id each."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.handle = llama_cpp.llama_batch_init(capacity, 0, 1)
+        self.n = 0
+        # Struct field access builds a new pointer object each time: cache them.
+        b = self.handle
+        self._token, self._pos, self._logits = b.token, b.pos, b.logits
+        self._n_seq_id = b.n_seq_id
+        self._seq_id = [b.seq_id[i] for i in range(capacity)]
+
+    def clear(self) -> None:
+        self.n = 0
+        self.handle.n_tokens = 0
+
+    def add(self, token: int, pos: int, seq: int, want_logits: bool) -> int:
+        """Append a token; returns its index (the row of its logits when wanted)."""
+        i = self.n
+        self._token[i] = token
+        self._pos[i] = pos
+        self._n_seq_id[i] = 1
+        self._seq_id[i][0] = seq
+        self._logits[i] = want_logits
+        self.n = i + 1
+        self.handle.n_tokens = self.n
+        return i
+
+    def close(self) -> None:
+        if getattr(self, "handle", None) is not None:
+            llama_cpp.llama_batch_free(self.handle)
+            self.handle = None
+
+    __del__ = close
+
+
+class SamplerChain:
+    """A llama_sampler chain; sample() also accepts the token (penalties see it)."""
+
+    def __init__(self):
+        params = llama_cpp.llama_sampler_chain_default_params()
+        params.no_perf = True
+        self.handle = llama_cpp.llama_sampler_chain_init(params)
+
+    def add(self, sampler) -> "SamplerChain":
+        # The chain takes ownership of the added sampler and frees it with itself.
+        llama_cpp.llama_sampler_chain_add(self.handle, sampler)
+        return self
+
+    def sample(self, ctx: LlamaContext, idx: int) -> int:
+        return llama_cpp.llama_sampler_sample(self.handle, ctx.handle, idx)
+
+    def accept(self, token: int) -> None:
+        llama_cpp.llama_sampler_accept(self.handle, token)
+
+    def close(self) -> None:
+        if getattr(self, "handle", None):
+            llama_cpp.llama_sampler_free(self.handle)
+            self.handle = None
+
+    __del__ = close

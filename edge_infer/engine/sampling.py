@@ -1,0 +1,75 @@
+"""Sampling parameters and the llama.cpp sampler chain built from them.
+
+Sampling stays inside llama.cpp's sampler chain (no logits copied into Python), which
+keeps the per-token hot path in C. Each sequence gets its own chain, so its random
+stream and penalties never depend on what else shares the batch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import llama_cpp
+
+from edge_infer.engine.llama import LlamaModel, SamplerChain
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.8      # <= 0 means greedy
+    top_k: int = 40               # <= 0 disables
+    top_p: float = 0.95           # >= 1 disables
+    min_p: float = 0.05           # <= 0 disables
+    repeat_penalty: float = 1.0   # 1.0 disables
+    repeat_last_n: int = 64
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int | None = None       # None: a fresh random seed per request
+    max_tokens: int | None = 256  # None: until the context is full
+    stop: tuple[str, ...] = field(default_factory=tuple)
+    ignore_eos: bool = False      # benchmarks: always generate max_tokens
+    grammar: str | None = None    # GBNF; constrains output (JSON mode)
+
+    def __post_init__(self):
+        if isinstance(self.stop, str):
+            object.__setattr__(self, "stop", (self.stop,))
+        elif not isinstance(self.stop, tuple):
+            object.__setattr__(self, "stop", tuple(self.stop))
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+        if self.top_p <= 0:
+            raise ValueError("top_p must be greater than 0")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0
+
+
+GREEDY = SamplingParams(temperature=0.0)
+
+
+def build_sampler(model: LlamaModel, p: SamplingParams) -> SamplerChain:
+    chain = SamplerChain()
+    if p.grammar:
+        grammar = llama_cpp.llama_sampler_init_grammar(model.vocab, p.grammar.encode(), b"root")
+        if not grammar:
+            chain.close()
+            raise ValueError("invalid grammar")
+        chain.add(grammar)
+    if p.repeat_penalty != 1.0 or p.presence_penalty or p.frequency_penalty:
+        chain.add(llama_cpp.llama_sampler_init_penalties(
+            p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty))
+    if p.greedy:
+        chain.add(llama_cpp.llama_sampler_init_greedy())
+        return chain
+    if p.top_k > 0:
+        chain.add(llama_cpp.llama_sampler_init_top_k(p.top_k))
+    if p.top_p < 1.0:
+        chain.add(llama_cpp.llama_sampler_init_top_p(p.top_p, 1))
+    if p.min_p > 0:
+        chain.add(llama_cpp.llama_sampler_init_min_p(p.min_p, 1))
+    chain.add(llama_cpp.llama_sampler_init_temp(p.temperature))
+    seed = p.seed if p.seed is not None else int.from_bytes(os.urandom(4), "little")
+    chain.add(llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+    return chain

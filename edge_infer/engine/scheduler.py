@@ -1,0 +1,104 @@
+"""Which sequences get a slot, and which tokens go into the next batch.
+
+Pure bookkeeping (no llama.cpp calls) so its decisions can be unit-tested with fakes.
+A slot is a llama.cpp sequence id; it remembers the tokens its KV cache holds so a new
+request can reuse the longest common prefix (multi-turn chat skips its history).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+
+from edge_infer.engine.sequence import Sequence, Status
+
+_tick = itertools.count()
+
+
+@dataclass
+class Slot:
+    id: int
+    cached: list[int] = field(default_factory=list)  # tokens at positions 0..len-1 in the KV cache
+    seq: Sequence | None = None
+    last_used: int = 0
+
+
+@dataclass
+class BatchItem:
+    seq: Sequence
+    tokens: list[int]
+    pos: int
+    wants_logits: bool  # last prompt token or a decode token: sample after decode
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class Scheduler:
+    def __init__(self, n_slots: int, n_batch: int):
+        self.slots = [Slot(i) for i in range(n_slots)]
+        self.n_batch = n_batch
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def admit(self) -> list[tuple[Sequence, Slot, int]]:
+        """Give free slots to waiting sequences, first come first served.
+
+        Returns (sequence, slot, reusable prefix length). The prefix leaves at least one
+        prompt token to evaluate, because sampling needs the logits of the last one.
+        """
+        admitted = []
+        while self.waiting:
+            free = [s for s in self.slots if s.seq is None]
+            if not free:
+                break
+            seq = self.waiting.popleft()
+            best = max(free, key=lambda s: (common_prefix(s.cached, seq.prompt), -s.last_used))
+            keep = min(common_prefix(best.cached, seq.prompt), len(seq.prompt) - 1)
+            best.seq = seq
+            best.last_used = next(_tick)
+            seq.slot = best.id
+            seq.status = Status.PREFILL
+            self.running.append(seq)
+            admitted.append((seq, best, keep))
+        return admitted
+
+    def plan(self) -> list[BatchItem]:
+        """Next batch: one token for every decoding sequence, then prompt chunks up to n_batch."""
+        items, budget = [], self.n_batch
+        for seq in self.running:
+            if seq.status is Status.DECODE and seq.next_token is not None:
+                items.append(BatchItem(seq, [seq.next_token], seq.n_past, True))
+                budget -= 1
+        for seq in self.running:
+            if budget <= 0:
+                break
+            if seq.status is Status.PREFILL:
+                n = min(seq.prefill_left, budget)
+                chunk = seq.prompt[seq.n_past:seq.n_past + n]
+                items.append(BatchItem(seq, chunk, seq.n_past, n == seq.prefill_left))
+                budget -= n
+        return items
+
+    def finish(self, seq: Sequence) -> None:
+        seq.status = Status.FINISHED
+        if seq in self.running:
+            self.running.remove(seq)
+        if seq.slot >= 0 and self.slots[seq.slot].seq is seq:
+            self.slots[seq.slot].seq = None
+
+    def remove_waiting(self, seq: Sequence) -> bool:
+        try:
+            self.waiting.remove(seq)
+            return True
+        except ValueError:
+            return False

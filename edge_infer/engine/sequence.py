@@ -1,0 +1,60 @@
+"""One request's state inside the engine: tokens, slot, status, sampler, text, timings."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+
+from edge_infer.engine.sampling import SamplingParams
+from edge_infer.engine.stats import RequestStats
+from edge_infer.engine.text import StopMatcher, Utf8Stream
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class Request:
+    """What a caller submits. Give exactly one of prompt, messages or prompt_tokens."""
+    prompt: str | None = None
+    messages: list[dict] | None = None
+    prompt_tokens: list[int] | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    source: str = "api"                    # who asked: cli, chat, api, bench (shown in stats)
+    capture_logprobs: bool = False         # full log-softmax per generated position
+    forced_tokens: list[int] | None = None  # evaluation: emit these instead of sampling
+    id: str = field(default_factory=lambda: f"req-{next(_ids)}")
+
+
+class Status(Enum):
+    WAITING = "queued"
+    PREFILL = "prefill"
+    DECODE = "decode"
+    FINISHED = "finished"
+
+
+class Sequence:
+    def __init__(self, request: Request, prompt_tokens: list[int], stream, sampler=None):
+        self.request = request
+        self.id = request.id
+        self.prompt = prompt_tokens
+        self.params = request.sampling
+        self.stream = stream
+        self.sampler = sampler               # built by the engine thread on admission
+        self.status = Status.WAITING
+        self.slot = -1
+        self.n_past = 0                      # tokens of this sequence already in the KV cache
+        self.generated: list[int] = []
+        self.next_token: int | None = None   # sampled, not yet fed back through the model
+        self.cancelled = False               # set from any thread; the engine acts on it
+        self.utf8 = Utf8Stream()
+        self.stops = StopMatcher(self.params.stop)
+        self.stats = RequestStats(prompt_tokens=len(prompt_tokens), queued_at=time.perf_counter())
+
+    @property
+    def prefill_left(self) -> int:
+        return len(self.prompt) - self.n_past
+
+    def __repr__(self) -> str:
+        return f"<Sequence {self.id} {self.status.value} slot={self.slot} past={self.n_past}>"

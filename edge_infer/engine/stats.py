@@ -1,0 +1,101 @@
+"""Counters and rates. Snapshots are plain frozen objects any thread may read."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class RequestStats:
+    prompt_tokens: int = 0
+    cached_tokens: int = 0         # prompt tokens reused from the KV cache (not evaluated)
+    prompt_eval_tokens: int = 0    # prompt tokens actually evaluated
+    generated_tokens: int = 0
+    queued_at: float = 0.0
+    started_at: float = 0.0        # got a slot
+    first_token_at: float = 0.0
+    finished_at: float = 0.0
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first_token_at - self.queued_at if self.first_token_at else 0.0
+
+    @property
+    def prefill_tok_s(self) -> float:
+        dt = self.first_token_at - self.started_at
+        return self.prompt_eval_tokens / dt if self.first_token_at and dt > 0 else 0.0
+
+    @property
+    def decode_tok_s(self) -> float:
+        dt = self.finished_at - self.first_token_at
+        n = self.generated_tokens - 1  # the first token comes from prefill
+        return n / dt if n > 0 and dt > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(ttft_s=self.ttft_s, prefill_tok_s=self.prefill_tok_s, decode_tok_s=self.decode_tok_s)
+        return d
+
+
+@dataclass(frozen=True)
+class RequestSnapshot:
+    id: str
+    source: str
+    state: str          # queued | prefill | decode
+    slot: int
+    prompt_tokens: int
+    cached_tokens: int
+    generated_tokens: int
+    decode_tok_s: float
+
+
+@dataclass(frozen=True)
+class EngineSnapshot:
+    model: str
+    n_slots: int
+    slots_busy: int
+    running: int
+    queued: int
+    kv_cells_used: int
+    kv_cells_total: int
+    rss_bytes: int
+    weights_bytes: int
+    kv_bytes: int
+    requests_total: int
+    prompt_tokens_total: int
+    prompt_eval_tokens_total: int
+    generated_tokens_total: int
+    decode_tok_s: float        # aggregate, over the last few seconds
+    prefill_tok_s: float
+    requests: tuple[RequestSnapshot, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class RateMeter:
+    """Tokens per second over a sliding window, fed by the engine thread."""
+
+    def __init__(self, window_s: float = 5.0):
+        self.window_s = window_s
+        self._events: deque[tuple[float, int]] = deque()
+
+    def add(self, n: int, now: float | None = None) -> None:
+        now = time.perf_counter() if now is None else now
+        self._events.append((now, n))
+        self._trim(now)
+
+    def rate(self, now: float | None = None) -> float:
+        now = time.perf_counter() if now is None else now
+        self._trim(now)
+        events = list(self._events)
+        if not events:
+            return 0.0
+        span = max(now - events[0][0], 1e-3)
+        return sum(n for _, n in events) / max(span, min(self.window_s, 1.0))
+
+    def _trim(self, now: float) -> None:
+        while self._events and now - self._events[0][0] > self.window_s:
+            self._events.popleft()

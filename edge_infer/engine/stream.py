@@ -1,0 +1,110 @@
+"""Per-request output: events from the engine thread to whoever submitted.
+
+Iterate it (CLI, worker threads) or `async for` it (the server). Both read one
+thread-safe queue; the async side is woken through the loop it registered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from edge_infer.engine.stats import RequestStats
+
+
+@dataclass
+class TokenEvent:
+    token: int
+    text: str                          # may be "" while UTF-8 or a stop string is pending
+    logprobs: np.ndarray | None = None  # full log-softmax over the vocab, when asked for
+
+
+@dataclass
+class FinishEvent:
+    reason: str                        # "stop" | "length" | "cancelled" | "error"
+    text: str = ""                     # text released at the end (flushed holdback)
+    stats: RequestStats | None = None
+    error: str | None = None
+
+
+@dataclass
+class Completion:
+    text: str
+    tokens: list[int]
+    finish_reason: str
+    stats: RequestStats
+    logprobs: list[np.ndarray] = field(default_factory=list)
+    error: str | None = None
+
+
+class RequestStream:
+    def __init__(self, request_id: str, cancel: Callable[[], None]):
+        self.id = request_id
+        self._cancel = cancel
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._waker: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        self.finished: FinishEvent | None = None
+
+    # engine side -----------------------------------------------------------
+    def put(self, event) -> None:
+        self._q.put(event)
+        with self._lock:
+            waker = self._waker
+        if waker is not None:
+            loop, ev = waker
+            try:
+                loop.call_soon_threadsafe(ev.set)
+            except RuntimeError:  # the consumer's loop is gone: nobody is listening
+                pass
+
+    # consumer side ---------------------------------------------------------
+    def cancel(self) -> None:
+        self._cancel()
+
+    def __iter__(self):
+        while True:
+            event = self._q.get()
+            yield event
+            if isinstance(event, FinishEvent):
+                self.finished = event
+                return
+
+    async def __aiter__(self):
+        ev = asyncio.Event()
+        with self._lock:
+            self._waker = (asyncio.get_running_loop(), ev)
+        while True:
+            ev.clear()
+            got_any = False
+            while True:
+                try:
+                    event = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                got_any = True
+                yield event
+                if isinstance(event, FinishEvent):
+                    self.finished = event
+                    return
+            if not got_any:
+                await ev.wait()
+
+    def result(self) -> Completion:
+        """Consume the whole stream."""
+        parts, tokens, logprobs = [], [], []
+        for event in self:
+            if isinstance(event, TokenEvent):
+                parts.append(event.text)
+                tokens.append(event.token)
+                if event.logprobs is not None:
+                    logprobs.append(event.logprobs)
+            else:
+                parts.append(event.text)
+                return Completion("".join(parts), tokens, event.reason, event.stats, logprobs, event.error)
+        raise RuntimeError("stream ended without a finish event")

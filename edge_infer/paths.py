@@ -1,0 +1,50 @@
+"""Where edge-infer keeps things. One place, platformdirs-based, frozen-binary aware.
+
+EDGE_INFER_HOME overrides the data dir (tests use it to isolate a user's store).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "edge-infer"
+
+
+def data_dir() -> Path:
+    override = os.environ.get("EDGE_INFER_HOME")
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def models_dir() -> Path:
+    """Installed models live here, one folder per model, with a manifest."""
+    override = os.environ.get("EDGE_INFER_MODELS")
+    if override:
+        return Path(override).expanduser()
+    return data_dir() / "models"
+
+
+def cache_dir() -> Path:
+    override = os.environ.get("EDGE_INFER_CACHE")
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
+def resource_root() -> Path:
+    """Root that holds `models/catalog.toml`: the bundle dir when frozen, else the source tree."""
+    if getattr(sys, "frozen", False):
+        return Path(getattr(sys, "_MEIPASS", Path(sys.executable).parent))
+    return Path(__file__).resolve().parent.parent
+
+
+def catalog_path() -> Path:
+    override = os.environ.get("EDGE_INFER_CATALOG")
+    if override:
+        return Path(override)
+    return resource_root() / "models" / "catalog.toml"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from edge_infer.config import EngineSettings
 from edge_infer.engine.sampling import SamplingParams
@@ -56,9 +57,9 @@ def resolve_model(spec: str | None):
     from edge_infer.store.store import ModelStore
 
     store = ModelStore()
-    if spec is None:
+    if spec is None:  # progress to stderr: stdout carries the model's text
         default = load_catalog().default()
-        return store.ensure(default.alias), default.alias
+        return store.ensure(default.alias, progress=lambda m: print(m, file=sys.stderr)), default.alias
     path = store.resolve(spec)
     return path, spec
 

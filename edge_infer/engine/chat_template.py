@@ -1,7 +1,7 @@
 """Chat messages -> prompt text, with the model's own Jinja chat template from its GGUF.
 
 Rendered in a sandbox like Hugging Face transformers does. A model without a template
-falls back to ChatML, which is what most small instruct models were tuned on.
+(base models often ship none) gets its family's known format, else ChatML.
 """
 
 from __future__ import annotations
@@ -18,6 +18,15 @@ CHATML = (
     "{{ message['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+GEMMA = (
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}"
+    "{% set first = messages[0]['content'] + '\\n\\n' %}{% set turns = messages[1:] %}"
+    "{% else %}{% set first = '' %}{% set turns = messages %}{% endif %}"
+    "{% for m in turns %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' else 'user' }}\n"
+    "{{ (first if loop.first else '') + m['content'] | trim }}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+FALLBACKS = {"gemma": GEMMA, "gemma2": GEMMA, "gemma3": GEMMA}
 ROLES = {"system", "user", "assistant", "developer", "tool"}
 
 
@@ -34,8 +43,9 @@ def _strftime_now(fmt: str) -> str:
 
 
 class ChatTemplate:
-    def __init__(self, source: str | None, bos_token: str = "", eos_token: str = ""):
-        self.source = source or CHATML
+    def __init__(self, source: str | None, bos_token: str = "", eos_token: str = "",
+                 architecture: str = ""):
+        self.source = source or FALLBACKS.get(architecture, CHATML)
         self.is_fallback = source is None
         self.bos_token = bos_token
         self.eos_token = eos_token

@@ -58,7 +58,8 @@ class Engine:
         self.template = ChatTemplate(
             self.model.meta("tokenizer.chat_template"),
             bos_token=self.model.token_to_bytes(self.model.bos, special=True).decode("utf-8", "replace"),
-            eos_token=self.model.token_to_bytes(self.model.eos, special=True).decode("utf-8", "replace"))
+            eos_token=self.model.token_to_bytes(self.model.eos, special=True).decode("utf-8", "replace"),
+            architecture=self.info.architecture)
         self.batch = LlamaBatch(s.n_batch)
         self.scheduler = Scheduler(s.parallel, s.n_batch)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()

@@ -1,0 +1,93 @@
+"""`edge-infer inspect MODEL`: what a GGUF file is and what it will cost to run,
+from its header alone (no llama.cpp, no weights read)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from edge_infer.config import EngineSettings
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("inspect", help="show a model's architecture, size and memory needs",
+                              description="Read a model's GGUF header and estimate its memory use.")
+    p.add_argument("model", help="installed model name, catalog alias or path to a .gguf file")
+    p.add_argument("--ctx", type=int, help="context per sequence (default: min(4096, trained context))")
+    p.add_argument("--parallel", type=int, default=1, help="sequences decoded together (default 1)")
+    p.add_argument("--n-gpu-layers", type=int, help="layers to place on the GPU in the estimate")
+    p.add_argument("--n-batch", type=int, help="tokens per decode step (default 512)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.set_defaults(func=run)
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def format_count(n: int) -> str:
+    for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return f"{n / div:.1f}{suffix}"
+    return str(n)
+
+
+def _table(info, est, ctx: int, parallel: int) -> str:
+    n_swa = sum(info.swa_layers)
+    window = (f"{info.sliding_window} tokens on {n_swa} of {info.block_count} layers"
+              if n_swa else ("none" if not info.sliding_window else f"{info.sliding_window} (not used)"))
+    rows = [
+        ("architecture", info.architecture),
+        ("parameters", format_count(info.parameter_count)),
+        ("quantization", info.quantization),
+        ("file size", format_bytes(info.file_size)),
+        ("trained context", f"{info.context_length} tokens"),
+        ("layers", str(info.block_count)),
+        ("attention heads", f"{info.head_count} (KV heads {info.head_count_kv}, "
+                            f"head size {info.key_length})"),
+        ("embedding width", str(info.embedding_length)),
+        ("vocabulary", str(info.vocab_size)),
+        ("sliding window", window),
+        ("chat template", "yes" if info.chat_template else "no"),
+    ]
+    seqs = f"{parallel} sequence{'s' if parallel != 1 else ''}"
+    mem = [
+        ("weights", format_bytes(est.weights_bytes)),
+        ("KV cache", f"{format_bytes(est.kv_bytes)}  ({format_bytes(est.kv_bytes_per_token)}/token)"),
+        ("compute", format_bytes(est.compute_bytes + est.output_bytes)),
+        ("total", format_bytes(est.total_bytes)),
+    ]
+    if est.gpu_bytes:
+        mem.append(("on GPU", f"{format_bytes(est.gpu_bytes)} ({est.gpu_layers} layers"
+                              f"{' + output' if est.output_on_gpu else ''})"))
+    width = max(len(k) for k, _ in rows + mem)
+    lines = [f"{info.name}  ({info.path})"]
+    lines += [f"  {k:<{width}}  {v}" for k, v in rows]
+    lines.append(f"memory at {ctx} tokens x {seqs}:")
+    lines += [f"  {k:<{width}}  {v}" for k, v in mem]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from edge_infer.engine.memory import estimate_memory
+    from edge_infer.store.gguf_info import read_model_info
+    from edge_infer.store.store import ModelStore
+
+    path = ModelStore().resolve(args.model)
+    info = read_model_info(path)
+    settings = EngineSettings.from_env(parallel=args.parallel, n_gpu_layers=args.n_gpu_layers,
+                                       n_batch=args.n_batch)
+    ctx = args.ctx or min(settings.ctx, info.context_length or settings.ctx)
+    est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=settings.n_gpu_layers,
+                          swa_full=settings.swa_full, n_batch=settings.n_batch,
+                          kv_unified=settings.kv_unified, flash_attn=settings.flash_attn)
+    if args.json:
+        memory = {"ctx": ctx, "parallel": settings.parallel, **est.to_dict()}
+        print(json.dumps({"model": info.to_dict(), "memory": memory}, indent=2))
+    else:
+        print(_table(info, est, ctx, settings.parallel))
+    return 0

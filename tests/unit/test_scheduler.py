@@ -1,0 +1,88 @@
+"""Scheduler decisions with fake sequences (no model): slots, prefix choice, batch plan."""
+
+from edge_infer.engine.sampling import SamplingParams
+from edge_infer.engine.scheduler import Scheduler, common_prefix
+from edge_infer.engine.sequence import Request, Sequence, Status
+
+
+def seq(tokens):
+    return Sequence(Request(prompt_tokens=tokens, sampling=SamplingParams()), tokens, stream=None)
+
+
+def test_common_prefix():
+    assert common_prefix([1, 2, 3], [1, 2, 4]) == 2
+    assert common_prefix([], [1]) == 0
+    assert common_prefix([1, 2], [1, 2, 3]) == 2
+
+
+def test_admits_fcfs_until_slots_run_out():
+    s = Scheduler(n_slots=2, n_batch=64)
+    a, b, c = seq([1, 2]), seq([3, 4]), seq([5, 6])
+    for x in (a, b, c):
+        s.add(x)
+    admitted = s.admit()
+    assert [x[0] for x in admitted] == [a, b]
+    assert list(s.waiting) == [c] and c.status is Status.WAITING
+    s.finish(a)
+    assert [x[0] for x in s.admit()] == [c]
+
+
+def test_picks_the_slot_with_the_longest_common_prefix():
+    s = Scheduler(n_slots=3, n_batch=64)
+    s.slots[0].cached = [9, 9, 9]
+    s.slots[1].cached = [1, 2, 3, 4, 5]
+    s.slots[2].cached = [1, 2]
+    new = seq([1, 2, 3, 4, 7, 8])
+    s.add(new)
+    (got, slot, keep), = s.admit()
+    assert slot.id == 1 and keep == 4
+
+
+def test_always_leaves_one_prompt_token_to_evaluate():
+    s = Scheduler(n_slots=1, n_batch=64)
+    s.slots[0].cached = [1, 2, 3, 4]
+    s.add(seq([1, 2, 3]))
+    (_, _, keep), = s.admit()
+    assert keep == 2
+
+
+def test_ties_go_to_the_least_recently_used_slot():
+    s = Scheduler(n_slots=2, n_batch=64)
+    first = seq([1])
+    s.add(first)
+    (_, slot_a, _), = s.admit()
+    s.finish(first)
+    s.add(seq([2]))
+    (_, slot_b, _), = s.admit()
+    assert slot_b.id != slot_a.id  # the other (older) slot keeps the first one's cache intact
+
+
+def test_plan_puts_decode_tokens_first_then_chunks_prompts():
+    s = Scheduler(n_slots=3, n_batch=8)
+    dec = seq([1, 2])
+    s.add(dec)
+    s.admit()
+    dec.status, dec.n_past, dec.next_token = Status.DECODE, 2, 42
+    p1, p2 = seq(list(range(10, 16))), seq(list(range(20, 30)))
+    s.add(p1)
+    s.add(p2)
+    s.admit()
+    items = s.plan()
+    assert items[0].seq is dec and items[0].tokens == [42] and items[0].pos == 2 and items[0].wants_logits
+    assert items[1].seq is p1 and items[1].tokens == list(range(10, 16)) and items[1].wants_logits
+    # One token left in the budget: p2 gets a one-token chunk, no logits yet.
+    assert items[2].seq is p2 and items[2].tokens == [20] and not items[2].wants_logits
+    assert sum(len(i.tokens) for i in items) == 8
+
+
+def test_chunked_prefill_resumes_where_it_stopped():
+    s = Scheduler(n_slots=1, n_batch=4)
+    p = seq(list(range(10)))
+    s.add(p)
+    s.admit()
+    chunks = []
+    while p.prefill_left:
+        (item,) = s.plan()
+        chunks.append((item.pos, item.tokens, item.wants_logits))
+        p.n_past += len(item.tokens)
+    assert chunks == [(0, [0, 1, 2, 3], False), (4, [4, 5, 6, 7], False), (8, [8, 9], True)]

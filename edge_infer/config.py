@@ -25,7 +25,9 @@ class EngineSettings:
     # SmolLM2 (2 cores). Each sequence is still capped at `ctx` tokens.
     kv_unified: bool = True
     swa_full: bool = False      # keep full-size sliding-window caches (more prefix reuse, more memory)
-    flash_attn: bool = False
+    # "auto" lets llama.cpp use flash attention where the backend supports it. On the
+    # 2-core CPU it took SmolLM2 from 106 to 122 tok/s alone and 168 to 203 with 8 sequences.
+    flash_attn: str = "auto"    # auto | on | off
     queue_size: int = 64        # requests waiting beyond the slots; more are refused
 
     @classmethod
@@ -37,6 +39,8 @@ class EngineSettings:
                 continue
             if f.type in ("bool", bool):
                 values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+            elif f.type in ("str", str):
+                values[f.name] = raw.strip().lower()
             else:
                 values[f.name] = int(raw)
         values.update({k: v for k, v in overrides.items() if v is not None})

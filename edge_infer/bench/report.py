@@ -5,7 +5,7 @@ from __future__ import annotations
 from edge_infer.bench.workload import PassResult
 
 HEADER = (f"{'system':<10} {'conc':>4} {'reqs':>4} {'err':>3} {'tokens':>6} {'agg tok/s':>9} "
-          f"{'req tok/s':>9} {'TTFT p50':>9} {'TTFT p95':>9} {'RSS MiB':>8} {'x agg':>6} {'x TTFT':>7}")
+          f"{'req tok/s':>9} {'TTFT p50':>9} {'TTFT p95':>9} {'mem MiB':>8} {'x agg':>6} {'x TTFT':>7}")
 
 
 def _row(p: PassResult, base: PassResult | None) -> str:
@@ -13,7 +13,7 @@ def _row(p: PassResult, base: PassResult | None) -> str:
     ttft_ratio = f"{p.ttft_p50_s / base.ttft_p50_s:.3f}" if base and base.ttft_p50_s else "-"
     return (f"{p.system:<10} {p.concurrency:>4} {p.requests:>4} {p.errors:>3} {p.tokens:>6} "
             f"{p.agg_tok_s:>9.1f} {p.per_req_tok_s:>9.1f} {p.ttft_p50_s * 1000:>7.0f}ms "
-            f"{p.ttft_p95_s * 1000:>7.0f}ms {p.rss_mib:>8.0f} {agg_ratio:>6} {ttft_ratio:>7}")
+            f"{p.ttft_p95_s * 1000:>7.0f}ms {p.mem_mib:>8.0f} {agg_ratio:>6} {ttft_ratio:>7}")
 
 
 def comparison_table(engine: list[PassResult], baseline: list[PassResult]) -> str:
@@ -25,7 +25,7 @@ def comparison_table(engine: list[PassResult], baseline: list[PassResult]) -> st
         if base:
             lines.append(_row(base, None))
     lines.append("x agg = engine aggregate tok/s / baseline; x TTFT = engine TTFT p50 / baseline "
-                 "(lower is better)")
+                 "(lower is better); mem = RSS the system added when loaded")
     return "\n".join(lines)
 
 

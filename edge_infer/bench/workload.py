@@ -53,7 +53,7 @@ class PassResult:
     per_req_tok_s: float
     ttft_p50_s: float
     ttft_p95_s: float
-    rss_mib: float
+    mem_mib: float  # RSS the system added to the process when it was loaded
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,6 +74,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def run_pass(system: str, client: Client, prompts: list[str], concurrency: int,
              rss: Callable[[], int]) -> PassResult:
+    """`rss()` gives the system's memory in bytes, recorded in the result."""
     results: list[RequestResult] = []
     lock = threading.Lock()
     it = iter(prompts)
@@ -103,4 +104,4 @@ def run_pass(system: str, client: Client, prompts: list[str], concurrency: int,
         tokens=tokens, wall_s=wall, agg_tok_s=tokens / wall if wall > 0 else 0.0,
         per_req_tok_s=statistics.median([r.decode_tok_s for r in ok]) if ok else 0.0,
         ttft_p50_s=percentile(ttfts, 0.5), ttft_p95_s=percentile(ttfts, 0.95),
-        rss_mib=rss() / 2**20)
+        mem_mib=rss() / 2**20)

@@ -16,6 +16,9 @@ def register(sub) -> None:
     p.add_argument("--requests", type=int, default=16, help="requests per pass")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--no-baseline", action="store_true", help="skip the llama_cpp.Llama baseline")
+    p.add_argument("--baseline-flash-attn", choices=["same", "off"], default="same",
+                   help="'same' gives the baseline the engine's flash-attention setting (isolates "
+                        "batching); 'off' is llama-cpp-python's default")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     add_engine_args(p)
     p.set_defaults(func=main)
@@ -26,7 +29,7 @@ def main(args) -> int:
 
     from edge_infer.bench.local import SerialLlama, engine_client
     from edge_infer.bench.report import comparison_table, summary
-    from edge_infer.bench.workload import QUESTIONS, run_pass
+    from edge_infer.bench.workload import run_pass
     from edge_infer.engine import Engine
 
     levels = sorted({int(c) for c in args.concurrency.split(",") if c.strip()})
@@ -35,31 +38,39 @@ def main(args) -> int:
         return 2
     path, name = resolve_model(args.model)
     settings = engine_settings(args, parallel=args.parallel or max(levels), ctx=args.ctx or 1024)
-    rss = psutil.Process().memory_info
-    engine = Engine(path, settings, name=name)
-    # The same text for both systems: chat-formatted questions, sent as raw prompts.
-    prompts = [engine.template.render([{"role": "user", "content": q}]) for q in QUESTIONS]
-    prompts = (prompts * (args.requests // len(prompts) + 1))[:args.requests]
-    print(f"{name}: {args.requests} requests x {args.max_tokens} tokens, greedy, "
-          f"{settings.n_threads} threads, {settings.parallel} slots", file=sys.stderr)
-    engine_passes = []
-    with engine:
-        engine_client(engine, 4)(prompts[0])  # warm-up
-        for c in levels:
-            engine_passes.append(run_pass("engine", engine_client(engine, args.max_tokens), prompts, c,
-                                          lambda: rss().rss))
-            print(f"  engine   c={c}: {engine_passes[-1].agg_tok_s:.1f} tok/s", file=sys.stderr)
-    base_passes = []
-    if not args.no_baseline:
-        base = SerialLlama(path, n_ctx=settings.ctx, n_threads=settings.n_threads, n_batch=settings.n_batch)
-        try:
-            base.client(4)(prompts[0])
-            for c in levels:
-                base_passes.append(run_pass("llama_cpp", base.client(args.max_tokens), prompts, c,
-                                            lambda: rss().rss))
-                print(f"  baseline c={c}: {base_passes[-1].agg_tok_s:.1f} tok/s", file=sys.stderr)
-        finally:
-            base.close()
+    proc = psutil.Process()
+    fa = settings.flash_attn != "off" and args.baseline_flash_attn == "same"
+
+    def load_engine():
+        engine = Engine(path, settings, name=name)
+        return engine_client(engine, args.max_tokens), engine_client(engine, 4), engine.close
+
+    def load_baseline():
+        base = SerialLlama(path, n_ctx=settings.ctx, n_threads=settings.n_threads,
+                           n_batch=settings.n_batch, flash_attn=fa)
+        return base.client(args.max_tokens), base.client(4), base.close
+
+    systems = [("engine", load_engine)] + ([] if args.no_baseline else [("llama_cpp", load_baseline)])
+    prompts = _prompts(path, args.requests)
+    print(f"{name}: {args.requests} requests x {args.max_tokens} tokens, greedy, {settings.n_threads} "
+          f"threads, {settings.parallel} slots, flash attention {settings.flash_attn}", file=sys.stderr)
+    # Alternate the systems at each concurrency so drift in machine speed hits both alike.
+    # Only one is loaded at a time: two llama.cpp thread teams in one process fight for
+    # the cores (measured: the engine alone fell from 112 to 35 tok/s with both loaded).
+    passes: dict[str, list] = {label: [] for label, _ in systems}
+    for c in levels:
+        for label, load in systems:
+            rss0 = proc.memory_info().rss
+            client, warm_up, close = load()
+            try:
+                warm_up(prompts[0])
+                mem = proc.memory_info().rss - rss0
+                result = run_pass(label, client, prompts, c, lambda: mem)
+            finally:
+                close()
+            passes[label].append(result)
+            print(f"  {label:<9} c={c}: {result.agg_tok_s:.1f} tok/s", file=sys.stderr)
+    engine_passes, base_passes = passes["engine"], passes.get("llama_cpp", [])
     print(comparison_table(engine_passes, base_passes))
     if args.json:
         with open(args.json, "w") as f:
@@ -68,3 +79,15 @@ def main(args) -> int:
                        "baseline": [p.to_dict() for p in base_passes],
                        "ratios": summary(engine_passes, base_passes)}, f, indent=2)
     return 0
+
+
+def _prompts(path, n: int) -> list[str]:
+    """The same text for every system: chat-formatted questions, sent as raw prompts."""
+    from edge_infer.bench.workload import QUESTIONS
+    from edge_infer.engine.chat_template import ChatTemplate
+    from edge_infer.store.gguf_info import read_model_info
+
+    info = read_model_info(path)
+    template = ChatTemplate(info.chat_template, architecture=info.architecture)
+    prompts = [template.render([{"role": "user", "content": q}]) for q in QUESTIONS]
+    return (prompts * (n // len(prompts) + 1))[:n]

@@ -24,6 +24,7 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
     g.add_argument("--n-batch", type=int, help="tokens per decode step (default 512)")
     g.add_argument("--kv-split", dest="kv_unified", action="store_false", default=None,
                    help="give each slot its own KV buffer instead of one shared buffer")
+    g.add_argument("--flash-attn", choices=["auto", "on", "off"], help="flash attention (default auto)")
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:
@@ -40,7 +41,8 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
 
 def engine_settings(args, **overrides) -> EngineSettings:
     values = dict(ctx=args.ctx, parallel=args.parallel, n_threads=args.threads,
-                  n_gpu_layers=args.n_gpu_layers, n_batch=args.n_batch, kv_unified=args.kv_unified)
+                  n_gpu_layers=args.n_gpu_layers, n_batch=args.n_batch, kv_unified=args.kv_unified,
+                  flash_attn=args.flash_attn)
     values.update(overrides)
     return EngineSettings.from_env(**values)
 

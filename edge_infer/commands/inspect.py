@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     ctx = args.ctx or min(settings.ctx, info.context_length or settings.ctx)
     est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=settings.n_gpu_layers,
                           swa_full=settings.swa_full, n_batch=settings.n_batch,
-                          kv_unified=settings.kv_unified, flash_attn=settings.flash_attn)
+                          kv_unified=settings.kv_unified, flash_attn=settings.flash_attn != "off")
     if args.json:
         memory = {"ctx": ctx, "parallel": settings.parallel, **est.to_dict()}
         print(json.dumps({"model": info.to_dict(), "memory": memory}, indent=2))

@@ -140,7 +140,7 @@ class ContextParams:
     n_threads: int
     kv_unified: bool = False
     swa_full: bool = False
-    flash_attn: bool = False
+    flash_attn: str = "auto"  # auto | on | off
 
 
 class LlamaContext:
@@ -156,8 +156,9 @@ class LlamaContext:
         params.n_threads_batch = p.n_threads
         params.kv_unified = p.kv_unified
         params.swa_full = p.swa_full
-        params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if p.flash_attn
-                                  else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+        params.flash_attn_type = {"on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+                                  "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED}.get(
+                                      p.flash_attn, llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO)
         params.no_perf = True
         self.model = model  # keep the model alive as long as the context
         self.handle = llama_cpp.llama_init_from_model(model.handle, params)

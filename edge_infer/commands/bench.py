@@ -15,6 +15,8 @@ def register(sub) -> None:
     p.add_argument("--concurrency", default="1,2,4,8", help="comma-separated client counts")
     p.add_argument("--requests", type=int, default=16, help="requests per pass")
     p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="passes per system and concurrency; the median pass is reported (noisy machines)")
     p.add_argument("--no-baseline", action="store_true", help="skip the llama_cpp.Llama baseline")
     p.add_argument("--baseline-flash-attn", choices=["same", "off"], default="same",
                    help="'same' gives the baseline the engine's flash-attention setting (isolates "
@@ -57,8 +59,8 @@ def main(args) -> int:
     # Alternate the systems at each concurrency so drift in machine speed hits both alike.
     # Only one is loaded at a time: two llama.cpp thread teams in one process fight for
     # the cores (measured: the engine alone fell from 112 to 35 tok/s with both loaded).
-    passes: dict[str, list] = {label: [] for label, _ in systems}
-    for c in levels:
+    runs: dict[tuple[str, int], list] = {}
+    for c, _rep in [(c, r) for r in range(max(1, args.repeat)) for c in levels]:
         for label, load in systems:
             rss0 = proc.memory_info().rss
             client, warm_up, close = load()
@@ -68,8 +70,9 @@ def main(args) -> int:
                 result = run_pass(label, client, prompts, c, lambda: mem)
             finally:
                 close()
-            passes[label].append(result)
+            runs.setdefault((label, c), []).append(result)
             print(f"  {label:<9} c={c}: {result.agg_tok_s:.1f} tok/s", file=sys.stderr)
+    passes = {label: [_median(runs[(label, c)]) for c in levels] for label, _ in systems}
     engine_passes, base_passes = passes["engine"], passes.get("llama_cpp", [])
     print(comparison_table(engine_passes, base_passes))
     if args.json:
@@ -91,3 +94,8 @@ def _prompts(path, n: int) -> list[str]:
     template = ChatTemplate(info.chat_template, architecture=info.architecture)
     prompts = [template.render([{"role": "user", "content": q}]) for q in QUESTIONS]
     return (prompts * (n // len(prompts) + 1))[:n]
+
+
+def _median(results: list):
+    ranked = sorted(results, key=lambda r: r.agg_tok_s)
+    return ranked[len(ranked) // 2]

@@ -1,5 +1,5 @@
 # Two entry points for a fresh machine (Python 3.10+, a C compiler, make):
-#   make run   - set up, provision the default model, open edge-infer
+#   make run   - set up, provision the default model, open the edge-infer app
 #   make test  - set up with dev extras, provision the test models, run the suite
 # The first setup compiles llama-cpp-python (~7 min on 2 cores); pip caches the wheel.
 
@@ -11,7 +11,7 @@ EI := $(BIN)/edge-infer
 .PHONY: run test setup setup-dev models test-models bench clean
 
 run: setup models
-	$(EI) chat
+	$(EI)
 
 test: setup-dev test-models
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

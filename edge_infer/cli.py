@@ -10,7 +10,7 @@ import sys
 
 from edge_infer import __version__
 
-COMMANDS = ["run", "chat", "inspect", "provision", "bench"]
+COMMANDS = ["tui", "run", "chat", "inspect", "provision", "bench"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,9 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 0
+    if not getattr(args, "func", None):  # no command: open the app on the default model
+        args = parser.parse_args((sys.argv[1:] if argv is None else list(argv)) + ["tui"])
     from edge_infer.errors import EdgeInferError
 
     try:

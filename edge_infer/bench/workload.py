@@ -12,6 +12,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from edge_infer.engine.stats import percentile
+
 QUESTIONS = [
     "Explain in detail how photosynthesis works.",
     "Write a long story about a robot who learns to paint.",
@@ -61,15 +63,6 @@ class PassResult:
 
 # A client call: prompt -> RequestResult. It must not raise; errors go in the result.
 Client = Callable[[str], RequestResult]
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    values = sorted(values)
-    k = (len(values) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
 def run_pass(system: str, client: Client, prompts: list[str], concurrency: int,

@@ -11,6 +11,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,8 @@ from edge_infer.engine.load_report import kv_bytes_reported
 from edge_infer.engine.sampling import build_sampler
 from edge_infer.engine.scheduler import BatchItem, Scheduler
 from edge_infer.engine.sequence import Request, Sequence, Status
-from edge_infer.engine.stats import EngineSnapshot, RateMeter, RequestSnapshot
+from edge_infer.engine.stats import (EngineSnapshot, FinishedRequest, RateMeter, RequestSnapshot,
+                                     percentile)
 from edge_infer.engine.stream import FinishEvent, RequestStream, TokenEvent
 from edge_infer.errors import (ContextOverflowError, EdgeInferError, EngineClosedError,
                                QueueFullError)
@@ -68,6 +70,8 @@ class Engine:
         self._closed = False
         self._decode_rate, self._prefill_rate = RateMeter(), RateMeter()
         self._totals = {"requests": 0, "prompt": 0, "prompt_eval": 0, "generated": 0}
+        self._ttfts: deque[float] = deque(maxlen=100)
+        self.recent: deque[FinishedRequest] = deque(maxlen=200)  # newest last
         self._proc = psutil.Process()
         self._thread = threading.Thread(target=self._run, name="edge-infer-engine", daemon=True)
         self._thread.start()
@@ -143,6 +147,7 @@ class Engine:
             prompt_tokens_total=self._totals["prompt"], prompt_eval_tokens_total=self._totals["prompt_eval"],
             generated_tokens_total=self._totals["generated"],
             decode_tok_s=round(self._decode_rate.rate(), 1), prefill_tok_s=round(self._prefill_rate.rate(), 1),
+            ttft_p50_s=percentile(list(self._ttfts), 0.5), ttft_p95_s=percentile(list(self._ttfts), 0.95),
             requests=reqs)
 
     def close(self) -> None:
@@ -279,6 +284,7 @@ class Engine:
         logprobs = self._logprobs(row) if seq.request.capture_logprobs else None
         if not seq.stats.first_token_at:
             seq.stats.first_token_at = now
+            self._ttfts.append(now - seq.stats.queued_at)
         if forced is None and not seq.params.ignore_eos and self.model.is_eog(token):
             self._finish(seq, "stop")
             return
@@ -322,6 +328,9 @@ class Engine:
             seq.sampler = None
         with self._lock:
             self._live.pop(seq.id, None)
+        st = seq.stats
+        self.recent.append(FinishedRequest(seq.id, seq.request.source, reason, st.prompt_tokens, st.cached_tokens,
+                                           st.generated_tokens, st.ttft_s, st.decode_tok_s, time.time()))
         seq.stream.put(FinishEvent(reason, tail, seq.stats, error))
 
 

@@ -69,10 +69,22 @@ class EngineSnapshot:
     generated_tokens_total: int
     decode_tok_s: float        # aggregate, over the last few seconds
     prefill_tok_s: float
+    ttft_p50_s: float          # over the last 100 requests
+    ttft_p95_s: float
     requests: tuple[RequestSnapshot, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def percentile(values, q: float) -> float:
+    values = sorted(values)
+    if not values:
+        return 0.0
+    k = (len(values) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
 class RateMeter:
@@ -99,3 +111,17 @@ class RateMeter:
     def _trim(self, now: float) -> None:
         while self._events and now - self._events[0][0] > self.window_s:
             self._events.popleft()
+
+
+@dataclass(frozen=True)
+class FinishedRequest:
+    """One line of the engine's recent history (the Server tab's request log reads it)."""
+    id: str
+    source: str
+    reason: str
+    prompt_tokens: int
+    cached_tokens: int
+    generated_tokens: int
+    ttft_s: float
+    decode_tok_s: float
+    finished_at: float  # time.time()

@@ -1,0 +1,1 @@
+"""The Textual app: Chat, Models, Server and Stats over one in-process engine."""

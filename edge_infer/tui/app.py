@@ -1,0 +1,126 @@
+"""edge-infer's Textual app: four tabs over one in-process engine.
+
+The engine loads in a worker thread; chat replies stream in async workers; the Stats
+tab polls snapshots. Nothing blocking runs on the UI loop.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.command import Hit, Hits, Provider
+from textual.widgets import Footer, Header, TabbedContent, TabPane
+
+from edge_infer.config import EngineSettings
+from edge_infer.tui.conversations import ConversationStore
+from edge_infer.tui.engine_host import EngineHost
+from edge_infer.tui.widgets.chat import ChatPane
+from edge_infer.tui.widgets.models import ModelsPane
+from edge_infer.tui.widgets.server import ServerPane
+from edge_infer.tui.widgets.stats import StatsPane
+
+TABS = [("chat", "Chat"), ("models", "Models"), ("server", "Server"), ("stats", "Stats")]
+
+
+class EdgeInferCommands(Provider):
+    """Command palette entries: switch tabs, chat actions, server."""
+
+    async def search(self, query: str) -> Hits:
+        app = self.app
+        entries = [(f"Show {title}", partial(app.action_show_tab, tab), f"Switch to the {title} tab")
+                   for tab, title in TABS]
+        entries += [
+            ("New chat", lambda: app.run_chat_action("new_chat"), "Start a new conversation"),
+            ("Conversation settings", lambda: app.run_chat_action("settings"), "System prompt and sampling"),
+            ("Rename conversation", lambda: app.run_chat_action("rename"), "Give this chat a name"),
+            ("Regenerate reply", lambda: app.run_chat_action("regenerate"), "Answer the last message again"),
+        ]
+        matcher = self.matcher(query)
+        for name, callback, help_text in entries:
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), callback, help=help_text)
+
+
+class EdgeInferApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "edge-infer"
+    COMMANDS = App.COMMANDS | {EdgeInferCommands}
+    # priority: F-keys switch tabs even while the chat input has focus.
+    BINDINGS = [Binding(f"f{i + 1}", f"show_tab('{tab}')", title, priority=True) for i, (tab, title) in enumerate(TABS)] + [
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(self, model: str | None = None, settings: EngineSettings | None = None,
+                 conversations: ConversationStore | None = None, load_model: bool = True):
+        super().__init__()
+        self.model_spec = model
+        self.default_settings = settings or EngineSettings.from_env(parallel=4)
+        self.conversations = conversations or ConversationStore()
+        self.host = EngineHost()
+        self._load_on_start = load_model
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with TabbedContent(initial="chat", id="tabs"):
+            with TabPane("Chat", id="chat"):
+                yield ChatPane(self.conversations, id="chat-pane")
+            with TabPane("Models", id="models"):
+                yield ModelsPane(id="models-pane")
+            with TabPane("Server", id="server"):
+                yield ServerPane(id="server-pane")
+            with TabPane("Stats", id="stats"):
+                yield StatsPane(id="stats-pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "loading model…" if self._load_on_start else "no model loaded"
+        if self._load_on_start:
+            self.load_model(self.model_spec, self.default_settings)
+
+    def action_show_tab(self, tab: str) -> None:
+        # Move focus out of the old pane first: a focused widget in a hidden pane would
+        # pull its tab back to the front.
+        self.screen.set_focus(None)
+        self.query_one("#tabs", TabbedContent).active = tab
+        if tab == "chat":
+            self.query_one("#prompt").focus()
+
+    def run_chat_action(self, action: str) -> None:
+        self.action_show_tab("chat")
+        getattr(self.query_one(ChatPane), f"action_{action}")()
+
+    @work(thread=True, exclusive=True, group="load-model")
+    def load_model(self, spec: str | None, settings: EngineSettings, name: str | None = None) -> None:
+        from edge_infer.commands.common import resolve_model
+        from edge_infer.errors import EdgeInferError
+
+        self.call_from_thread(setattr, self, "sub_title", f"loading {name or spec or 'default model'}…")
+        try:
+            path, resolved = resolve_model(spec)
+            self.host.load(path, settings, name=name or resolved)
+        except (EdgeInferError, RuntimeError, OSError) as exc:
+            self.call_from_thread(self.notify, str(exc), title="Cannot load model", severity="error", timeout=10)
+            self.call_from_thread(setattr, self, "sub_title", self.host.description)
+            return
+        self.call_from_thread(self._model_loaded)
+
+    def _model_loaded(self) -> None:
+        self.sub_title = self.host.description
+        self.query_one(ChatPane).update_title()
+        self.query_one(ModelsPane).refresh_models()
+        self.notify(f"{self.host.model_name} is ready.")
+
+    def on_unmount(self) -> None:
+        server = self.query(ServerPane)
+        if server:
+            server.first().stop_server()
+        self.host.close()
+
+
+def run_app(model: str | None = None, settings: EngineSettings | None = None) -> int:
+    EdgeInferApp(model, settings).run()
+    return 0

@@ -1,0 +1,1 @@
+"""Widgets by region of the screen: one module per pane."""

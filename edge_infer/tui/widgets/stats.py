@@ -1,0 +1,84 @@
+"""Stats: memory bars, token-rate sparklines, latency, and a row per live request.
+
+Polls Engine.snapshot() twice a second; the snapshot is a plain object, cheap to read.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import psutil
+from textual.app import ComposeResult
+from textual.containers import Grid, Vertical
+from textual.widget import Widget
+from textual.widgets import DataTable, Label, ProgressBar, Sparkline, Static
+
+HISTORY = 240  # samples at 2 Hz: the last two minutes
+MIB = 2**20
+
+
+class StatsPane(Widget):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.decode_history: deque[float] = deque([0.0] * HISTORY, maxlen=HISTORY)
+        self.prefill_history: deque[float] = deque([0.0] * HISTORY, maxlen=HISTORY)
+        self.total_ram = psutil.virtual_memory().total
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="stats-model")
+        with Grid(id="memory-grid"):
+            yield Label("RSS", classes="bar-label")
+            yield ProgressBar(id="rss-bar", show_eta=False, show_percentage=False)
+            yield Label(id="rss-text")
+            yield Label("weights", classes="bar-label")
+            yield ProgressBar(id="weights-bar", show_eta=False, show_percentage=False)
+            yield Label(id="weights-text")
+            yield Label("KV cache", classes="bar-label")
+            yield ProgressBar(id="kv-bar", show_eta=False, show_percentage=False)
+            yield Label(id="kv-text")
+        with Vertical(classes="spark-box"):
+            yield Label(id="decode-label")
+            yield Sparkline(list(self.decode_history), id="decode-spark")
+            yield Label(id="prefill-label")
+            yield Sparkline(list(self.prefill_history), id="prefill-spark")
+        yield Static(id="latency")
+        table = DataTable(id="requests", cursor_type="none")
+        table.add_columns("request", "source", "slot", "state", "prompt", "reused", "generated", "tok/s")
+        yield table
+
+    def on_mount(self) -> None:
+        self.refresh_stats()
+        self.set_interval(0.5, self.refresh_stats)
+
+    def refresh_stats(self) -> None:
+        engine = self.app.host.engine
+        if engine is None:
+            self.query_one("#stats-model", Static).update("No model loaded.")
+            return
+        snap = engine.snapshot()
+        self.decode_history.append(snap.decode_tok_s)
+        self.prefill_history.append(snap.prefill_tok_s)
+        self.query_one("#stats-model", Static).update(f"[b]{snap.model}[/b] · {self.app.host.description}")
+        self._bar("rss", snap.rss_bytes, self.total_ram, f"{snap.rss_bytes / MIB:.0f} MiB of {self.total_ram / MIB:.0f} MiB RAM")
+        self._bar("weights", snap.weights_bytes, max(snap.rss_bytes, 1), f"{snap.weights_bytes / MIB:.0f} MiB")
+        self._bar("kv", snap.kv_cells_used, snap.kv_cells_total,
+                  f"{snap.kv_cells_used} / {snap.kv_cells_total} cells · {snap.kv_bytes / MIB:.0f} MiB allocated")
+        self.query_one("#decode-spark", Sparkline).data = list(self.decode_history)
+        self.query_one("#prefill-spark", Sparkline).data = list(self.prefill_history)
+        self.query_one("#decode-label", Label).update(
+            f"decode {snap.decode_tok_s:.1f} tok/s (peak {max(self.decode_history):.0f}, last 2 min)")
+        self.query_one("#prefill-label", Label).update(
+            f"prefill {snap.prefill_tok_s:.1f} tok/s (peak {max(self.prefill_history):.0f})")
+        self.query_one("#latency", Static).update(
+            f"TTFT p50 {snap.ttft_p50_s * 1000:.0f} ms · p95 {snap.ttft_p95_s * 1000:.0f} ms   "
+            f"running {snap.running} · queued {snap.queued} · slots {snap.slots_busy}/{snap.n_slots}   "
+            f"requests {snap.requests_total} · generated {snap.generated_tokens_total} tokens")
+        table = self.query_one("#requests", DataTable)
+        table.clear()
+        for r in snap.requests:
+            table.add_row(r.id, r.source, str(r.slot) if r.slot >= 0 else "-", r.state, str(r.prompt_tokens),
+                          str(r.cached_tokens), str(r.generated_tokens), f"{r.decode_tok_s:.1f}")
+
+    def _bar(self, name: str, value: int, total: int, text: str) -> None:
+        self.query_one(f"#{name}-bar", ProgressBar).update(total=max(total, 1), progress=value)
+        self.query_one(f"#{name}-text", Label).update(text)

@@ -1,0 +1,64 @@
+"""Models and Stats tabs with the real model."""
+
+from textual.widgets import DataTable, Input, Static
+
+from edge_infer.tui.screens.load_model import LoadModelScreen
+from edge_infer.tui.widgets.chat import ChatPane
+
+from .conftest import wait_for
+from .test_chat import send
+
+
+async def test_models_tab_lists_installed_and_loads_with_a_plan(make_app, monkeypatch, smollm2_path):
+    # The real store holds the provisioned catalog models.
+    monkeypatch.setenv("EDGE_INFER_MODELS", str(smollm2_path.parent.parent))
+    app = make_app(load=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("f2")
+        await pilot.pause()
+        table = app.query_one("#installed", DataTable)
+        labels = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert "smollm2:Q4_1" in labels and "gemma3:Q4_K_M" in labels
+        table.move_cursor(row=labels.index("smollm2:Q4_1"))
+        app.query_one("#load-model").press()
+        await wait_for(pilot, lambda: isinstance(app.screen, LoadModelScreen))
+        await pilot.pause()
+        plan = str(app.screen.query_one("#plan", Static).render())
+        assert "weights" in plan and "KV" in plan and "MiB" in plan
+        ctx = app.screen.query_one("#l-ctx", Input)
+        ctx.value = "2048"
+        await pilot.pause()
+        assert "2048" not in plan  # the plan follows the inputs ...
+        assert str(app.screen.query_one("#plan", Static).render()) != plan  # ... and changes with them
+        app.screen.query_one("#load").press()
+        await wait_for(pilot, lambda: app.host.ready)
+        assert app.host.settings.ctx == 2048 and app.host.model_name == "smollm2:Q4_1"
+
+
+async def test_bad_model_is_a_notification_not_a_crash(make_app, tmp_path):
+    from edge_infer.config import EngineSettings
+
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"not a model at all")
+    app = make_app(load=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.load_model(str(bad), EngineSettings(ctx=512, parallel=1))
+        await wait_for(pilot, lambda: any("GGUF" in str(n.message) for n in app._notifications))
+        assert not app.host.ready and app.is_running
+
+
+async def test_stats_tab_follows_a_chat_reply(make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.host.ready)
+        chat = app.query_one(ChatPane)
+        chat.current.sampling.update(max_tokens=200, temperature=0.7, seed=1)
+        await send(pilot, "Tell me a story about a cat.")
+        await pilot.press("f4")
+        stats = app.query_one("#stats-pane")
+        await wait_for(pilot, lambda: max(stats.decode_history) > 0)
+        await wait_for(pilot, lambda: chat.stream is None)
+        stats.refresh_stats()
+        text = str(app.query_one("#latency", Static).render())
+        assert "TTFT p50" in text and "requests 1" in text
+        assert "MiB" in str(app.query_one("#rss-text").render())

@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EI := $(BIN)/edge-infer
 
-.PHONY: run test setup setup-dev models test-models bench clean
+.PHONY: run test setup setup-dev models test-models bench binary binary-dir test-binary clean
 
 run: setup models
 	$(EI)
@@ -40,5 +40,15 @@ test-models: setup-dev
 bench: setup models
 	$(EI) bench smollm2 --concurrency 1,2,4,8 --max-tokens 64
 
+# Desktop binary (PyInstaller): dist/edge-infer, or dist/onedir/edge-infer/ for the folder build.
+binary: setup
+	packaging/build.sh
+
+binary-dir: setup
+	packaging/build.sh --onedir
+
+test-binary: setup-dev test-models binary
+	EDGE_INFER_BINARY=dist/edge-infer $(BIN)/python -m pytest tests/packaging
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,98 @@
+"""The PyInstaller binary, run like a user without Python would: clean env, empty home."""
+
+import json
+import os
+import pty
+import select
+import shutil
+import subprocess
+import time
+
+BUNDLE_FAILURES = ("ModuleNotFoundError", "No module named", "cannot open shared object", "FileNotFoundError")
+
+
+def run(binary, env, *args, timeout=180, input=None):
+    r = subprocess.run([str(binary), *map(str, args)], env=env, capture_output=True, text=True, timeout=timeout,
+                       input=input)
+    missing = [m for m in BUNDLE_FAILURES if m in r.stderr]
+    assert not missing, f"something is missing from the bundle:\n{r.stderr[-3000:]}"
+    return r
+
+
+def test_version(binary, clean_env):
+    r = run(binary, clean_env, "--version")
+    assert r.returncode == 0 and r.stdout.startswith("edge-infer ")
+
+
+def test_inspect_the_test_model(binary, clean_env, smollm2_path):
+    r = run(binary, clean_env, "inspect", smollm2_path, "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["model"]["architecture"] == "llama" and info["model"]["quantization"] == "Q4_1"
+
+
+def test_run_a_prompt(binary, clean_env, smollm2_path):
+    r = run(binary, clean_env, "run", smollm2_path, "The capital of France is", "-n", "8", "--temperature", "0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()
+
+
+def test_finds_the_user_store_through_platformdirs(binary, clean_env, smollm2_path):
+    """Same data dir as the installed package: ~/.local/share/edge-infer on Linux."""
+    from edge_infer.store.store import ModelStore
+
+    folder = os.path.join(clean_env["HOME"], ".local", "share", "edge-infer", "models", "smollm2")
+    os.makedirs(folder)
+    target = os.path.join(folder, smollm2_path.name)
+    os.symlink(smollm2_path, target)
+    ModelStore(os.path.dirname(folder)).record(target, name="SmolLM2-135M-Instruct", quant="Q4_1",
+                                               source="mirror", alias="smollm2")
+    r = run(binary, clean_env, "run", "smollm2", "Hello", "-n", "4")
+    assert r.returncode == 0, r.stderr
+    bad = run(binary, clean_env, "run", "no-such-model", "Hello")
+    assert bad.returncode == 2 and "smollm2" in bad.stderr  # lists what is installed
+
+
+def test_bad_model_file_is_a_clear_error(binary, clean_env, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_text("not a model")
+    r = run(binary, clean_env, "run", bad, "hi")
+    assert r.returncode == 2 and "not a GGUF file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_tui_starts_in_a_terminal_and_quits(binary, clean_env, smollm2_path):
+    """A real pseudo-terminal: the app draws, loads the model, and Ctrl+Q ends it cleanly."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(str(binary), [str(binary), "tui", str(smollm2_path)], {**clean_env, "COLUMNS": "100",
+                                                                         "LINES": "30"})
+    screen = b""
+    deadline = time.monotonic() + 120
+    quit_sent = False
+    status = None
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                screen += os.read(fd, 65536)
+            except OSError:
+                break
+        if not quit_sent and b"is ready" in screen:
+            os.write(fd, b"\x11")  # Ctrl+Q
+            quit_sent = True
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+    else:
+        os.kill(pid, 9)
+        raise AssertionError(f"the app did not quit; last output: {screen[-2000:]!r}")
+    assert quit_sent, f"the app never reported the model ready: {screen[-2000:]!r}"
+    assert b"Chat" in screen and b"Stats" in screen
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not any(m.encode() in screen for m in BUNDLE_FAILURES)
+
+
+def test_binary_has_no_python_dependency(binary):
+    assert shutil.which("edge-infer", path="/usr/bin:/bin") is None  # not the installed one
+    out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+    assert "libpython" not in out  # the interpreter is inside the bundle

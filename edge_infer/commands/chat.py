@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from edge_infer.engine import Request, TokenEvent
+    from edge_infer.engine import Request
     from edge_infer.errors import EdgeInferError
 
     system = [{"role": "system", "content": args.system}] if args.system else []

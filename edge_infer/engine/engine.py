@@ -18,25 +18,20 @@ import numpy as np
 import psutil
 
 from edge_infer.config import EngineSettings
-from edge_infer.engine.chat_template import ChatTemplate
 from edge_infer.engine.llama import (ContextParams, LlamaBatch, LlamaContext, LlamaModel,
                                      capture_log)
 from edge_infer.engine.load_report import kv_bytes_reported
+from edge_infer.engine.prompt import BadRequestError, Prompter
 from edge_infer.engine.sampling import build_sampler
 from edge_infer.engine.scheduler import BatchItem, Scheduler
 from edge_infer.engine.sequence import Request, Sequence, Status
-from edge_infer.engine.stats import (EngineSnapshot, FinishedRequest, RateMeter, RequestSnapshot,
-                                     percentile)
+from edge_infer.engine.snapshot import build_snapshot
+from edge_infer.engine.stats import EngineSnapshot, FinishedRequest, RateMeter
 from edge_infer.engine.stream import FinishEvent, RequestStream, TokenEvent
-from edge_infer.errors import (ContextOverflowError, EdgeInferError, EngineClosedError,
-                               QueueFullError)
+from edge_infer.errors import ContextOverflowError, EngineClosedError, QueueFullError
 from edge_infer.store.gguf_info import read_model_info
 
 log = logging.getLogger("edge_infer.engine")
-
-
-class BadRequestError(EdgeInferError, ValueError):
-    pass
 
 
 class Engine:
@@ -57,11 +52,8 @@ class Engine:
         # What one sequence may hold. With a unified KV cache llama.cpp would let one
         # sequence take every cell; capping each at `ctx` means the cells never run out.
         self.n_ctx_seq = min(s.ctx, self.ctx.n_ctx_seq)
-        self.template = ChatTemplate(
-            self.model.meta("tokenizer.chat_template"),
-            bos_token=self.model.token_to_bytes(self.model.bos, special=True).decode("utf-8", "replace"),
-            eos_token=self.model.token_to_bytes(self.model.eos, special=True).decode("utf-8", "replace"),
-            architecture=self.info.architecture)
+        self.prompts = Prompter(self.model, self.info.architecture)
+        self.template = self.prompts.template
         self.batch = LlamaBatch(s.n_batch)
         self.scheduler = Scheduler(s.parallel, s.n_batch)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -78,25 +70,19 @@ class Engine:
 
     # ---- public API (any thread) -----------------------------------------------------
     def tokenize_messages(self, messages: list[dict]) -> list[int]:
-        text = self.template.render(messages, add_generation_prompt=True)
-        # A template that writes the BOS text itself must not get a second BOS.
-        starts_with_bos = bool(self.template.bos_token) and text.startswith(self.template.bos_token)
-        return self.model.tokenize(text, add_special=self.model.add_bos and not starts_with_bos)
+        return self.prompts.tokenize_messages(messages)
 
     def tokenize(self, text: str) -> list[int]:
-        return self.model.tokenize(text, add_special=True)
+        return self.prompts.tokenize(text)
 
     def submit(self, request: Request) -> RequestStream:
         """Validate, tokenize and queue a request. Raises before queuing if it cannot run."""
         if self._closed:
             raise EngineClosedError("the engine is shut down")
-        tokens = self._prompt_tokens(request)
+        tokens = self.prompts.tokens_for(request)
         need = len(tokens) + len(request.forced_tokens or [])
         if len(tokens) >= self.n_ctx_seq or need > self.n_ctx_seq:
             raise ContextOverflowError(need if request.forced_tokens else len(tokens), self.n_ctx_seq)
-        bad = [t for t in tokens if not 0 <= t < self.model.n_vocab]
-        if bad:
-            raise BadRequestError(f"token id {bad[0]} is outside the vocabulary (0..{self.model.n_vocab - 1})")
         try:
             sampler = None if request.forced_tokens is not None else build_sampler(self.model, request.sampling)
         except ValueError as exc:
@@ -124,31 +110,8 @@ class Engine:
             self._inbox.put(None)  # wake the engine if it sleeps
 
     def snapshot(self) -> EngineSnapshot:
-        sched = self.scheduler
-        running, waiting = list(sched.running), list(sched.waiting)
-        with self._lock:
-            inbox_only = [s for s in self._live.values() if s.status is Status.WAITING and s not in waiting]
-        reqs = tuple(RequestSnapshot(
-            id=s.id, source=s.request.source, state=s.status.value, slot=s.slot,
-            prompt_tokens=len(s.prompt), cached_tokens=s.stats.cached_tokens,
-            generated_tokens=len(s.generated), decode_tok_s=round(_live_rate(s), 1))
-            for s in running + waiting + inbox_only)
-        try:
-            rss = self._proc.memory_info().rss
-        except psutil.Error:
-            rss = 0
-        return EngineSnapshot(
-            model=self.name, n_slots=len(sched.slots),
-            slots_busy=sum(1 for sl in sched.slots if sl.seq is not None),
-            running=len(running), queued=len(waiting) + len(inbox_only),
-            kv_cells_used=sum(len(sl.cached) for sl in sched.slots),
-            kv_cells_total=self.ctx.n_ctx, rss_bytes=rss, weights_bytes=self.model.size_bytes,
-            kv_bytes=self.kv_bytes, requests_total=self._totals["requests"],
-            prompt_tokens_total=self._totals["prompt"], prompt_eval_tokens_total=self._totals["prompt_eval"],
-            generated_tokens_total=self._totals["generated"],
-            decode_tok_s=round(self._decode_rate.rate(), 1), prefill_tok_s=round(self._prefill_rate.rate(), 1),
-            ttft_p50_s=percentile(list(self._ttfts), 0.5), ttft_p95_s=percentile(list(self._ttfts), 0.95),
-            requests=reqs)
+        """What the engine is doing now: a plain object any thread may read."""
+        return build_snapshot(self)
 
     def close(self) -> None:
         if self._closed:
@@ -167,22 +130,6 @@ class Engine:
         self.close()
 
     # ---- engine thread ---------------------------------------------------------------
-    def _prompt_tokens(self, request: Request) -> list[int]:
-        given = [x is not None for x in (request.prompt, request.messages, request.prompt_tokens)]
-        if sum(given) != 1:
-            raise BadRequestError("give exactly one of prompt, messages or prompt_tokens")
-        if request.messages is not None:
-            if not request.messages:
-                raise BadRequestError("messages must not be empty")
-            tokens = self.tokenize_messages(request.messages)
-        elif request.prompt is not None:
-            tokens = self.tokenize(request.prompt)
-        else:
-            tokens = list(request.prompt_tokens)
-        if not tokens:
-            raise BadRequestError("the prompt is empty")
-        return tokens
-
     def _run(self) -> None:
         sched = self.scheduler
         while True:
@@ -332,11 +279,3 @@ class Engine:
         self.recent.append(FinishedRequest(seq.id, seq.request.source, reason, st.prompt_tokens, st.cached_tokens,
                                            st.generated_tokens, st.ttft_s, st.decode_tok_s, time.time()))
         seq.stream.put(FinishEvent(reason, tail, seq.stats, error))
-
-
-def _live_rate(seq: Sequence) -> float:
-    st = seq.stats
-    if not st.first_token_at or len(seq.generated) < 2:
-        return 0.0
-    dt = time.perf_counter() - st.first_token_at
-    return (len(seq.generated) - 1) / dt if dt > 0 else 0.0

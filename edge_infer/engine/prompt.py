@@ -1,0 +1,54 @@
+"""Requests -> prompt tokens: chat template, BOS handling, validation.
+
+Runs on the submitting thread (tokenizing only reads the vocabulary), so a bad request
+fails there with a clear error and never reaches the engine thread.
+"""
+
+from __future__ import annotations
+
+from edge_infer.engine.chat_template import ChatTemplate
+from edge_infer.engine.llama import LlamaModel
+from edge_infer.engine.sequence import Request
+from edge_infer.errors import EdgeInferError
+
+
+class BadRequestError(EdgeInferError, ValueError):
+    pass
+
+
+class Prompter:
+    def __init__(self, model: LlamaModel, architecture: str = ""):
+        self.model = model
+        self.template = ChatTemplate(
+            model.meta("tokenizer.chat_template"),
+            bos_token=model.token_to_bytes(model.bos, special=True).decode("utf-8", "replace"),
+            eos_token=model.token_to_bytes(model.eos, special=True).decode("utf-8", "replace"),
+            architecture=architecture)
+
+    def tokenize_messages(self, messages: list[dict]) -> list[int]:
+        text = self.template.render(messages, add_generation_prompt=True)
+        # A template that writes the BOS text itself must not get a second BOS.
+        starts_with_bos = bool(self.template.bos_token) and text.startswith(self.template.bos_token)
+        return self.model.tokenize(text, add_special=self.model.add_bos and not starts_with_bos)
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.model.tokenize(text, add_special=True)
+
+    def tokens_for(self, request: Request) -> list[int]:
+        given = [x is not None for x in (request.prompt, request.messages, request.prompt_tokens)]
+        if sum(given) != 1:
+            raise BadRequestError("give exactly one of prompt, messages or prompt_tokens")
+        if request.messages is not None:
+            if not request.messages:
+                raise BadRequestError("messages must not be empty")
+            tokens = self.tokenize_messages(request.messages)
+        elif request.prompt is not None:
+            tokens = self.tokenize(request.prompt)
+        else:
+            tokens = list(request.prompt_tokens)
+        if not tokens:
+            raise BadRequestError("the prompt is empty")
+        bad = [t for t in tokens if not 0 <= t < self.model.n_vocab]
+        if bad:
+            raise BadRequestError(f"token id {bad[0]} is outside the vocabulary (0..{self.model.n_vocab - 1})")
+        return tokens

@@ -14,7 +14,9 @@ def engine_client(engine, max_tokens: int):
 
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
 
-    def call(prompt: str) -> RequestResult:
+    # Clients share one event loop (as the HTTP server's do): eight client threads waking
+    # on every token would take CPU from llama.cpp's own threads on a small machine.
+    async def call(prompt: str) -> RequestResult:
         t0 = time.perf_counter()
         try:
             stream = engine.submit(Request(prompt=prompt, sampling=params, source="bench"))
@@ -22,7 +24,7 @@ def engine_client(engine, max_tokens: int):
             return RequestResult(0, 0, 0, 0, error=str(exc))
         first = None
         n = 0
-        for event in stream:
+        async for event in stream:
             if isinstance(event, FinishEvent):
                 if event.error:
                     return RequestResult(0, n, 0, 0, error=event.error)

@@ -6,6 +6,8 @@ same prompts go to every system under test so the numbers compare side by side.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import statistics
 import threading
 import time
@@ -62,6 +64,7 @@ class PassResult:
 
 
 # A client call: prompt -> RequestResult. It must not raise; errors go in the result.
+# An `async def` client runs all its clients on one event loop, the way a server does.
 Client = Callable[[str], RequestResult]
 
 
@@ -82,12 +85,22 @@ def run_pass(system: str, client: Client, prompts: list[str], concurrency: int,
             with lock:
                 results.append(r)
 
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    async def async_worker():
+        for prompt in it:  # one loop thread: no lock needed
+            results.append(await client(prompt))
+
+    async def run_async():
+        await asyncio.gather(*(async_worker() for _ in range(concurrency)))
+
     t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    if inspect.iscoroutinefunction(client):
+        asyncio.run(run_async())
+    else:
+        threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     wall = time.perf_counter() - t0
     ok = [r for r in results if r.error is None]
     tokens = sum(r.tokens for r in ok)

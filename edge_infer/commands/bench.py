@@ -65,7 +65,7 @@ def main(args) -> int:
             rss0 = proc.memory_info().rss
             client, warm_up, close = load()
             try:
-                warm_up(prompts[0])
+                _call(warm_up, prompts[0])
                 mem = proc.memory_info().rss - rss0
                 result = run_pass(label, client, prompts, c, lambda: mem)
             finally:
@@ -99,3 +99,10 @@ def _prompts(path, n: int) -> list[str]:
 def _median(results: list):
     ranked = sorted(results, key=lambda r: r.agg_tok_s)
     return ranked[len(ranked) // 2]
+
+
+def _call(client, prompt: str):
+    import asyncio
+    import inspect
+
+    return asyncio.run(client(prompt)) if inspect.iscoroutinefunction(client) else client(prompt)

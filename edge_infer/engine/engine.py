@@ -183,6 +183,12 @@ class Engine:
                 keep = 0
             del slot.cached[keep:]
         seq.n_past = keep
+        p = seq.params
+        if seq.sampler is not None and p.penalized and not p.grammar:
+            # Penalties see the end of the prompt too, as llama.cpp's server does, so a reply
+            # does not parrot the question. (A grammar sampler must only see generated text.)
+            for token in seq.prompt[-p.repeat_last_n:]:
+                seq.sampler.accept(token)
         seq.stats.cached_tokens = keep
         seq.stats.prompt_eval_tokens = len(seq.prompt) - keep
         seq.stats.started_at = time.perf_counter()

@@ -75,3 +75,12 @@ def test_seeded_sampling_is_reproducible(smol):
     a = smol.generate(Request(prompt=PROMPTS[2], sampling=params))
     b = smol.generate(Request(prompt=PROMPTS[2], sampling=params))
     assert a.tokens == b.tokens
+
+
+def test_penalties_change_a_repetitive_greedy_output(smol):
+    prompt = "1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3,"  # greedy continues the pattern
+    plain = smol.generate(Request(prompt=prompt, sampling=SamplingParams(temperature=0, max_tokens=12)))
+    for params in (dict(repeat_penalty=1.8), dict(presence_penalty=5.0), dict(frequency_penalty=5.0)):
+        penalized = smol.generate(Request(prompt=prompt, sampling=SamplingParams(temperature=0, max_tokens=12,
+                                                                                 **params)))
+        assert penalized.tokens and penalized.tokens != plain.tokens, params

@@ -103,6 +103,15 @@ class LlamaModel:
             return buf.raw[:n]
         return self._piece_buf.raw[:n]
 
+    def piece(self, token: int, special: bool = False) -> bytes:
+        """token_to_bytes with a buffer of its own: safe from any thread (server logprobs)."""
+        buf = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, 256, 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, -n, 0, special)
+        return buf.raw[:n]
+
     def detokenize(self, tokens: list[int], special: bool = False) -> str:
         buf = ctypes.create_string_buffer(256)
         out = bytearray()

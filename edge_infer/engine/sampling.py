@@ -45,6 +45,10 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature <= 0
 
+    @property
+    def penalized(self) -> bool:
+        return self.repeat_penalty != 1.0 or bool(self.presence_penalty) or bool(self.frequency_penalty)
+
 
 GREEDY = SamplingParams(temperature=0.0)
 
@@ -57,9 +61,10 @@ def build_sampler(model: LlamaModel, p: SamplingParams) -> SamplerChain:
             chain.close()
             raise ValueError("invalid grammar")
         chain.add(grammar)
-    if p.repeat_penalty != 1.0 or p.presence_penalty or p.frequency_penalty:
+    if p.penalized:
+        # This llama.cpp build still takes n_vocab first (see its llama.h).
         chain.add(llama_cpp.llama_sampler_init_penalties(
-            p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty))
+            model.n_vocab, p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty))
     if p.greedy:
         chain.add(llama_cpp.llama_sampler_init_greedy())
         return chain

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from edge_infer.config import EngineSettings
 from edge_infer.engine.sampling import SamplingParams
@@ -63,7 +64,8 @@ def resolve_model(spec: str | None):
         default = load_catalog().default()
         return store.ensure(default.alias, progress=lambda m: print(m, file=sys.stderr)), default.alias
     path = store.resolve(spec)
-    return path, spec
+    # A file given by path is named by its stem (what /v1/models lists); store names stay.
+    return path, (Path(spec).stem if Path(spec).expanduser().is_file() else spec)
 
 
 def open_engine(args, **overrides):

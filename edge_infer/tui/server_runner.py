@@ -3,7 +3,6 @@ engine the app already holds, and keep a log of its requests for the Server tab.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 
@@ -49,57 +48,43 @@ class RequestLog:
             self.entries.append(entry)
 
 
-class BackgroundServer:
+class TuiServer:
+    """The server tab's server: binds like `edge-infer serve` (0600 socket, loopback unless
+    keyed) and runs uvicorn in a background thread on the app's engine."""
+
     def __init__(self, engine, host: str = "127.0.0.1", port: int = 8080, socket: str | None = None,
                  api_key: str | None = None):
-        import uvicorn
-
         from edge_infer.server.app import create_app
-        from edge_infer.server.launch import check_bind, prepare_socket
+        from edge_infer.server.launch import BackgroundServer, bind_tcp, bind_unix, check_exposure
 
-        check_bind(host, api_key, socket)
-        self.engine, self.host, self.port, self.socket, self.api_key = engine, host, port, socket, api_key
+        if not socket:
+            check_exposure(host, api_key)
+        self.host, self.port, self.socket, self.api_key = host, port, socket, api_key
         self.log: list[LogEntry] = []
         app = RequestLog(create_app(engine, api_key=api_key), engine, self.log)
-        if socket:
-            prepare_socket(socket)
-            config = uvicorn.Config(app, uds=socket, log_level="warning", lifespan="off")
-        else:
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.server.install_signal_handlers = lambda: None  # the app owns signals
-        self.thread = threading.Thread(target=self.server.run, name="edge-infer-server", daemon=True)
+        sock = bind_unix(socket) if socket else bind_tcp(host, port)
+        if not socket:
+            self.port = sock.getsockname()[1]
+        self._server = BackgroundServer(app, [sock])
 
-    def start(self, timeout: float = 10.0) -> None:
-        self.thread.start()
-        deadline = time.monotonic() + timeout
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise EdgeInferError(f"the server could not listen on {self.address} (port in use?)")
-            time.sleep(0.02)
-        if self.socket:
-            import os
-            os.chmod(self.socket, 0o600)
+    def start(self) -> None:
+        try:
+            self._server.start()
+        except RuntimeError as exc:
+            self._server.stop()
+            raise EdgeInferError(f"the server could not start on {self.address}: {exc}") from None
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        if self.socket:
-            import os
-            try:
-                os.unlink(self.socket)
-            except FileNotFoundError:
-                pass
+        self._server.stop()
 
     @property
     def address(self) -> str:
-        return f"unix:{self.socket}" if self.socket else f"http://{self.host}:{self.port}"
+        return f"unix:{self.socket}" if self.socket else f"http://{self.host}:{self.port}/v1"
 
     def curl_example(self) -> str:
         key = ' -H "Authorization: Bearer $EDGE_INFER_API_KEY"' if self.api_key else ""
         body = '{"messages": [{"role": "user", "content": "Hello!"}]}'
-        if self.socket:
-            return (f"curl --unix-socket {self.socket} http://localhost/v1/chat/completions{key} \\\n"
-                    f"  -H 'Content-Type: application/json' -d '{body}'")
-        return (f"curl http://{self.host}:{self.port}/v1/chat/completions{key} \\\n"
+        target = (f"--unix-socket {self.socket} http://localhost" if self.socket
+                  else f"http://{self.host}:{self.port}")
+        return (f"curl {target}/v1/chat/completions{key} \\\n"
                 f"  -H 'Content-Type: application/json' -d '{body}'")

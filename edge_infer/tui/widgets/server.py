@@ -65,10 +65,10 @@ class ServerPane(Widget):
     @work(thread=True, exclusive=True, group="server")
     def start_server(self, host: str, port: int, socket: str | None, api_key: str | None) -> None:
         from edge_infer.errors import EdgeInferError
-        from edge_infer.tui.server_runner import BackgroundServer
+        from edge_infer.tui.server_runner import TuiServer
 
         try:
-            server = BackgroundServer(self.app.host.engine, host=host, port=port, socket=socket, api_key=api_key)
+            server = TuiServer(self.app.host.engine, host=host, port=port, socket=socket, api_key=api_key)
             server.start()
         except (EdgeInferError, OSError, RuntimeError, ValueError) as exc:
             self.app.call_from_thread(self.notify, str(exc), title="Server did not start", severity="error",

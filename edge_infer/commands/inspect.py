@@ -85,9 +85,29 @@ def run(args: argparse.Namespace) -> int:
     est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=settings.n_gpu_layers,
                           swa_full=settings.swa_full, n_batch=settings.n_batch,
                           kv_unified=settings.kv_unified, flash_attn=settings.flash_attn != "off")
+    from edge_infer.engine.memory import detect_machine, plan_memory
+
+    machine = detect_machine()
+    plan = plan_memory(info, machine, ctx=args.ctx, parallel=args.parallel, n_gpu_layers=args.n_gpu_layers,
+                       n_batch=settings.n_batch, kv_unified=settings.kv_unified,
+                       flash_attn=settings.flash_attn != "off", swa_full=settings.swa_full)
     if args.json:
         memory = {"ctx": ctx, "parallel": settings.parallel, **est.to_dict()}
-        print(json.dumps({"model": info.to_dict(), "memory": memory}, indent=2))
+        print(json.dumps({"model": info.to_dict(), "memory": memory,
+                          "plan": {**plan.to_dict(), "machine": machine.describe()}}, indent=2))
     else:
         print(_table(info, est, ctx, settings.parallel))
+        print(_plan_lines(plan, machine))
     return 0
+
+
+def _plan_lines(plan, machine) -> str:
+    """What the memory planner picks for this machine (the same plan `serve` can use)."""
+    head = "plan for this machine" if plan.fits else "does not fit this machine"
+    gpu = (f", {plan.n_gpu_layers} layers on the GPU ({format_bytes(plan.estimate.gpu_bytes)})"
+           if plan.n_gpu_layers else "")
+    lines = [f"{head}: ctx {plan.ctx} x {plan.parallel}{gpu}, "
+             f"{format_bytes(plan.estimate.cpu_bytes)} of {format_bytes(plan.ram_budget)} usable RAM",
+             f"  ({machine.describe()})"]
+    lines += [f"  {note}" for note in plan.notes]
+    return "\n".join(lines)

@@ -206,3 +206,27 @@ def read_header(path: str | os.PathLike) -> GGUFHeader:
             f"file has {file_size} (an interrupted download? fetch it again)"
         )
     return header
+
+
+class NeedMoreBytes(Exception):
+    """The bytes given end inside the GGUF header: read a longer prefix of the file."""
+
+
+def parse_header_prefix(buf: bytes, file_size: int, source: str = "remote file") -> GGUFHeader:
+    """Parse the header from the first len(buf) bytes of a file of `file_size` bytes (an
+    HTTP range read). Raises NeedMoreBytes when the header goes on past `buf`, and
+    ModelFileError when the bytes are not a GGUF header at all."""
+    if len(buf) < 24:
+        if len(buf) >= file_size:
+            raise ModelFileError(f"{source} is too short ({file_size} bytes) to be a GGUF file")
+        raise NeedMoreBytes()
+    if bytes(buf[:4]) != MAGIC:
+        raise ModelFileError(f"{source} is not a GGUF file (starts with {bytes(buf[:8])!r})")
+    try:
+        return _parse(_Cursor(buf, len(buf)), file_size)
+    except _ShortRead:
+        if len(buf) >= file_size:
+            raise ModelFileError(f"{source} is truncated: its GGUF header runs past the end of the file") from None
+        raise NeedMoreBytes() from None
+    except (ValueError, KeyError, struct.error, OverflowError, MemoryError) as exc:
+        raise ModelFileError(f"{source} has an unreadable GGUF header: {exc}") from None

@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gguf.constants import LlamaFileType
 
+from edge_infer.errors import ModelFileError
 from edge_infer.store.gguf_header import GGUFHeader, SkippedArray, read_header
 
 # Layers per sliding-window period when the file has no
@@ -177,6 +178,29 @@ def info_from_header(path: str | os.PathLike, header: GGUFHeader) -> ModelInfo:
     )
 
 
+def split_paths(path: str | os.PathLike) -> list[Path]:
+    """Every shard of a split GGUF given its first ("x-00001-of-00003.gguf"), else [path]."""
+    from edge_infer.store.quant_types import split_info
+
+    path = Path(path)
+    info = split_info(path.name)
+    if not info or info[1] != 1:
+        return [path]
+    stem, _, count = info
+    return [path.with_name(f"{stem}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+
+
 def read_model_info(path: str | os.PathLike) -> ModelInfo:
-    """Validate a GGUF file (raises ModelFileError) and describe it."""
-    return info_from_header(path, read_header(path))
+    """Validate a GGUF file (raises ModelFileError) and describe it. For the first shard
+    of a split model every shard is validated and counted (llama.cpp loads them all)."""
+    header = read_header(path)
+    count = header.fields.get("split.count", 1)
+    if isinstance(count, int) and count > 1:
+        shards = split_paths(path)
+        if len(shards) != count:
+            raise ModelFileError(f"{path} is shard {header.fields.get('split.no', 0) + 1} of a {count}-part "
+                                 f"model; pass the first shard (…-00001-of-{count:05d}.gguf)")
+        rest = [read_header(p) for p in shards[1:]]  # raises "no such model file" for a missing shard
+        header = replace(header, tensors=header.tensors + tuple(t for h in rest for t in h.tensors),
+                         file_size=header.file_size + sum(h.file_size for h in rest))
+    return info_from_header(path, header)

@@ -5,15 +5,19 @@ and a manifest.json written only after the file was verified.
     <root>/<alias>[-<quant>]/manifest.json
 
 A folder without a manifest is not a model (an interrupted install); names that
-start with "." are temp files and wheels in flight and are never listed.
+start with "." are temp files, wheels and downloads in flight (`.partial/`) and are
+never listed. A split model keeps all its shards in its folder; the manifest names
+the first (what llama.cpp opens) and lists every part with its size and sha256.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
+import shutil
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,7 +31,7 @@ from edge_infer.store.mirror import open_private_temp, provision_from_mirror
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
-SOURCES = ("mirror", "hub", "import")
+SOURCES = ("mirror", "hub", "import", "quantize")
 
 
 @dataclass(frozen=True)
@@ -41,16 +45,33 @@ class InstalledModel:
     sha256: str | None
     source: str
     installed_at: str
-    path: Path
+    path: Path                      # the file llama.cpp opens (first shard of a split model)
+    revision: str | None = None     # hub commit the file came from
+    parts: tuple[tuple[str, int, str | None], ...] = ()   # (file, size, sha256) of every shard
+    derived_from: str | None = None  # quantize: the label of the model it was made from
+
+    @property
+    def family(self) -> str:
+        """Which model this is a quant level of: catalog alias, else hub repo, else name."""
+        return self.alias or self.repo or self.name
 
     @property
     def label(self) -> str:
-        """What a user types to pick this model: alias:QUANT, else name:QUANT."""
-        return f"{self.alias or self.name}:{self.quant}"
+        """What a user types to pick this model: alias:QUANT, else repo:QUANT, else name:QUANT."""
+        return f"{self.family}:{self.quant}"
+
+    @property
+    def files(self) -> list[tuple[Path, int]]:
+        """(path, expected size) of every file of this model."""
+        if self.parts:
+            return [(self.path.parent / name, size) for name, size, _ in self.parts]
+        return [(self.path, self.size)]
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["path"] = str(self.path)
+        out["parts"] = [list(p) for p in self.parts]
+        out["label"] = self.label
         return out
 
 
@@ -99,25 +120,40 @@ class ModelStore:
                 quant=data["quant"], file=data["file"], size=int(data["size"]),
                 sha256=data.get("sha256"), source=data.get("source", "import"),
                 installed_at=data.get("installed_at", ""), path=folder / data["file"],
+                revision=data.get("revision"),
+                parts=tuple((str(p["file"]), int(p["size"]), p.get("sha256")) for p in data.get("parts") or ()),
+                derived_from=data.get("derived_from"),
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable manifest in %s: %s", folder, exc)
             return None
-        if not model.path.is_file():
+        if not all(p.is_file() for p, _ in model.files):
             log.warning("ignoring %s: its manifest names a missing file", folder)
             return None
         return model
 
-    def find(self, spec: str) -> InstalledModel | None:
-        """Match alias, alias:QUANT, repo, repo:QUANT, model name or folder name."""
+    def matches(self, spec: str) -> list[InstalledModel]:
+        """Every installed model `spec` names (alias, repo, name, folder or file, with or
+        without :QUANT)."""
         base, _, quant = spec.partition(":")
         base = base.lower()
-        matches = [
+        return [
             m for m in self.installed()
             if base in {(m.alias or "").lower(), (m.repo or "").lower(), m.name.lower(),
                         m.path.parent.name.lower(), m.file.lower()}
             and (not quant or m.quant.lower() == quant.lower())
         ]
+
+    def family(self, model: InstalledModel) -> list[InstalledModel]:
+        """Every installed quant level of the same model, highest precision first."""
+        from edge_infer.store.quant_types import precision_key
+
+        same = [m for m in self.installed() if m.family.lower() == model.family.lower()]
+        return sorted(same, key=lambda m: precision_key(m.quant), reverse=True)
+
+    def find(self, spec: str) -> InstalledModel | None:
+        """Match alias, alias:QUANT, repo, repo:QUANT, model name or folder name."""
+        matches = self.matches(spec)
         if not matches:
             return None
         # Several quants of one model and no quant asked for: the catalog default, else newest.
@@ -156,17 +192,44 @@ class ModelStore:
                     sha256=entry.sha256, source="mirror")
         return path
 
+    def folder_for_repo(self, repo: str, quant: str) -> Path:
+        """<root>/<owner>--<name>-<quant> for a hub model that is not in the catalog."""
+        return self.root / _slug(f"{repo.replace('/', '--')}-{quant}")
+
+    def folder_for_name(self, name: str, quant: str) -> Path:
+        return self.root / _slug(f"{name}-{quant}")
+
+    def folder_for_model(self, model: InstalledModel, quant: str) -> Path:
+        """Where another quant level of an installed model goes (quantize)."""
+        if model.alias:
+            entry = self.catalog.get(model.alias)
+            if entry is not None:
+                return self.folder_for(entry, quant)
+        if model.repo:
+            return self.folder_for_repo(model.repo, quant)
+        return self.folder_for_name(model.name, quant)
+
     def record(self, path: Path, *, name: str, quant: str, source: str, alias: str | None = None,
-               repo: str | None = None, sha256: str | None = None) -> InstalledModel:
-        """Write the manifest for a verified file already in its folder (atomically)."""
+               repo: str | None = None, sha256: str | None = None, revision: str | None = None,
+               parts: list[tuple[str, int, str | None]] | None = None,
+               derived_from: str | None = None) -> InstalledModel:
+        """Write the manifest for verified file(s) already in their folder (atomically).
+        `parts` lists every shard of a split model, the first being `path`."""
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}")
         path = Path(path)
+        size = sum(p[1] for p in parts) if parts else path.stat().st_size
         data = {
             "alias": alias, "name": name, "repo": repo, "quant": quant, "file": path.name,
-            "size": path.stat().st_size, "sha256": sha256, "source": source,
+            "size": size, "sha256": sha256, "source": source,
             "installed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
+        if revision:
+            data["revision"] = revision
+        if parts and len(parts) > 1:
+            data["parts"] = [{"file": f, "size": n, "sha256": h} for f, n, h in parts]
+        if derived_from:
+            data["derived_from"] = derived_from
         tmp = path.parent / f".{MANIFEST}.{os.getpid()}.tmp"
         try:
             with open_private_temp(tmp, "w", encoding="utf-8") as fh:
@@ -195,11 +258,13 @@ class ModelStore:
             return path
         found = self.find(spec)
         if found:
-            if found.path.stat().st_size != found.size:
-                hint = f"edge-infer provision {found.alias}" if found.alias else "install it again"
-                raise ModelFileError(
-                    f"installed model {found.label} is damaged: {found.path} has "
-                    f"{found.path.stat().st_size} bytes, its manifest says {found.size}; run `{hint}`")
+            for part, size in found.files:
+                if part.stat().st_size != size:
+                    hint = (f"edge-infer provision {found.alias}" if found.alias and found.source == "mirror"
+                            else f"edge-infer rm {found.label}` and install it again (`edge-infer pull`")
+                    raise ModelFileError(
+                        f"installed model {found.label} is damaged: {part} has "
+                        f"{part.stat().st_size} bytes, its manifest says {size}; run `{hint}`")
             return found.path
         model = self.catalog.match(spec)
         if model is not None:
@@ -216,6 +281,64 @@ class ModelStore:
             read_model_info(Path(spec))  # a file name after all: raises "no such model file"
         installed = ", ".join(m.label for m in self.installed()) or "none"
         not_file = " (and no such file)" if os.sep in spec or "/" in spec else ""
+        hub = (f" From the hub: `edge-infer pull {spec}`." if spec.count("/") == 1 and not spec.startswith(("/", "."))
+               else "")
         raise ModelNotFoundError(
             f"unknown model {spec!r}{not_file}. Installed: {installed}. "
-            f"In the catalog: {', '.join(self.catalog.aliases())}. Or pass a path to a .gguf file.")
+            f"In the catalog: {', '.join(self.catalog.aliases())}. Or pass a path to a .gguf file.{hub}")
+
+    # -- removing and importing ---------------------------------------------------
+
+    def remove(self, model: InstalledModel) -> None:
+        """Delete an installed model: its manifest first (from then on it is not a model),
+        then its folder."""
+        folder = model.path.parent
+        if folder.parent.resolve() != self.root.resolve() or not (folder / MANIFEST).is_file():
+            raise ModelNotFoundError(f"{folder} is not a model folder of the store {self.root}")
+        (folder / MANIFEST).unlink()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def import_file(self, source: str | os.PathLike, *, name: str | None = None,
+                    quant: str | None = None, move: bool = False,
+                    progress: Callable[[str], object] = print) -> InstalledModel:
+        """Validate a local GGUF (every shard of a split one), copy it into the store with
+        its sha256, and record it. The copy goes to a hidden temp name first."""
+        from edge_infer.store.gguf_info import split_paths
+        from edge_infer.store.quant_types import model_stem, quant_from_filename
+
+        source = Path(source).expanduser()
+        info = read_model_info(source)  # ModelFileError: not GGUF, truncated, missing shard
+        shards = split_paths(source)
+        quant = quant or quant_from_filename(source.name) or info.quantization
+        name = name or model_stem(source.name)
+        folder = self.folder_for_name(name, quant)
+        if (folder / MANIFEST).is_file():
+            existing = self._read_manifest(folder)
+            if existing is not None:
+                raise ModelFileError(f"{existing.label} is already installed ({existing.path}); "
+                                     f"`edge-infer rm {existing.label}` first, or pass --name")
+        folder.mkdir(parents=True, exist_ok=True)
+        parts = []
+        for shard in shards:
+            target = folder / shard.name
+            tmp = folder / f".{shard.name}.{os.getpid()}.part"
+            progress(f"{'moving' if move else 'copying'} {shard} ({shard.stat().st_size / 2**20:.1f} MiB)")
+            try:
+                digest = hashlib.sha256()
+                with open(shard, "rb") as src, open_private_temp(tmp, "wb") as out:
+                    while chunk := src.read(1 << 22):
+                        digest.update(chunk)
+                        out.write(chunk)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, target)
+            finally:
+                tmp.unlink(missing_ok=True)
+            parts.append((shard.name, target.stat().st_size, digest.hexdigest()))
+        read_model_info(folder / shards[0].name)
+        model = self.record(folder / shards[0].name, name=name, quant=quant, source="import",
+                            sha256=parts[0][2], parts=parts)
+        if move:
+            for shard in shards:
+                shard.unlink(missing_ok=True)
+        return model

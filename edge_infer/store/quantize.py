@@ -1,0 +1,333 @@
+"""Local quantization: llama.cpp's llama_model_quantize, and widening a quantized file
+back to F16 with the gguf package so an offline ladder can start from one file.
+
+Widening does not restore precision: F16 made from a Q4_1 file holds exactly the Q4_1
+values. It lets every level be produced from one source so that their differences are
+the formats' own, which is what a ladder compares.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from edge_infer.errors import EdgeInferError
+from edge_infer.store import quant_types
+from edge_infer.store.gguf_info import read_model_info
+
+log = logging.getLogger(__name__)
+# llama.cpp logs one line per tensor: "[  12/ 272]  blk.0.attn_q.weight - [ 576, 576, 1, 1], ..."
+_TENSOR_LINE = re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*\]\s+(\S+)")
+Progress = Callable[[int, int, str], object]   # (tensors done, tensors total, tensor name)
+
+
+class QuantizeError(EdgeInferError):
+    """A quantization that is refused (with the reason) or that llama.cpp failed."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+
+
+def check_direction(source_quant: str, target: str, *, allow_requantize: bool,
+                    widened_from: str | None = None) -> Refusal | None:
+    """Why quantizing `source_quant` -> `target` is refused, or None when it may go ahead.
+
+    Quantizing from an already quantized file compounds two rounding errors, and going
+    to a higher precision makes a bigger file that cannot be more accurate than its
+    source. Both are refused unless the user asks for them.
+    """
+    tq = quant_types.lookup(target)
+    if tq is None or tq.ftype is None:
+        known = ", ".join(n for n, q in quant_types.QUANT_TYPES.items() if q.ftype is not None)
+        return Refusal(f"{target!r} is not a quantization level llama.cpp can produce; choose from {known}")
+    if tq.name in quant_types.NEEDS_IMATRIX:
+        return Refusal(f"{tq.name} needs an importance matrix (llama-imatrix), which edge-infer does "
+                       f"not compute; pick Q2_K or a larger level")
+    if allow_requantize:
+        return None
+    src = quant_types.canonical(source_quant)
+    if quant_types.bits_per_weight(tq.name) > quant_types.bits_per_weight(src) and src != "F32":
+        return Refusal(
+            f"{src} -> {tq.name} goes from lower to higher precision: the result would be larger "
+            f"({quant_types.bits_per_weight(tq.name):.1f} vs {quant_types.bits_per_weight(src):.1f} bits "
+            f"per weight) but no more accurate than the {src} file it comes from, because rounding "
+            f"that already happened cannot be undone. Quantize from the F16/BF16 original instead "
+            f"(`edge-infer quants REPO` lists the levels a repo has); --from-f16 widens {src} to F16 "
+            f"first to compare formats on one model; --allow-requantize makes the file anyway")
+    if quant_types.is_quantized(src):
+        return Refusal(
+            f"the source is already quantized ({src}); quantizing it again to {tq.name} adds a "
+            f"second rounding on top of the first, so the result is worse than a {tq.name} made "
+            f"from the original weights. Use the F16/BF16 original, or pass --from-f16 to widen "
+            f"{src} to F16 first (for comparing levels: the {src} rounding stays in every level), "
+            f"or --allow-requantize to do it anyway")
+    return None
+
+
+def quantize_file(source: Path, dest: Path, target: str, *, threads: int | None = None,
+                  allow_requantize: bool = False, progress: Progress | None = None) -> Path:
+    """Run llama_model_quantize source -> dest (written to a hidden temp name, then renamed)."""
+    import ctypes
+
+    import llama_cpp
+
+    from edge_infer.engine.llama import capture_log, init_backend
+
+    tq = quant_types.lookup(target)
+    if tq is None or tq.ftype is None:
+        raise QuantizeError(f"unknown quantization level {target!r}")
+    read_model_info(source)  # llama.cpp aborts on some broken files: check first
+    init_backend()
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name}.{os.getpid()}.quantizing"
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.nthread = threads or 0
+    params.ftype = tq.ftype
+    params.allow_requantize = allow_requantize
+    result: dict = {}
+
+    def work():
+        result["rc"] = llama_cpp.llama_model_quantize(str(source).encode(), str(tmp).encode(),
+                                                      ctypes.byref(params))
+
+    try:
+        with capture_log() as lines:
+            worker = threading.Thread(target=work, name="edge-infer-quantize", daemon=True)
+            worker.start()
+            seen = 0
+            while worker.is_alive():
+                worker.join(0.2)
+                seen = _report(lines, seen, progress)
+            _report(lines, seen, progress)
+        if result.get("rc") != 0 or not tmp.is_file():
+            tail = " ".join(l.strip() for l in lines[-5:] if l.strip())
+            raise QuantizeError(f"llama.cpp could not quantize {source.name} to {tq.name}: {tail or 'no reason given'}")
+        read_model_info(tmp)  # the output is a whole, readable GGUF
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest
+
+
+def _report(lines: list[str], seen: int, progress: Progress | None) -> int:
+    n = len(lines)
+    if progress is None:
+        return n
+    for line in lines[seen:n]:
+        m = _TENSOR_LINE.search(line)
+        if m:
+            progress(int(m.group(1)), int(m.group(2)), m.group(3))
+    return n
+
+
+def widen_to_f16(source: Path, dest: Path, progress: Progress | None = None) -> Path:
+    """Write `source` (any quantization the gguf package can dequantize) as an F16 GGUF:
+    every metadata key copied, general.file_type = F16, matrices as F16, 1-D tensors
+    (norms, biases) as F32 as llama.cpp itself keeps them."""
+    import gguf
+    import numpy as np
+
+    read_model_info(source)
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name}.{os.getpid()}.widening"
+    reader = gguf.GGUFReader(str(source), "r")
+    arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
+    writer = gguf.GGUFWriter(str(tmp), arch=arch, endianess=reader.endianess)
+    try:
+        align = reader.fields.get(gguf.Keys.General.ALIGNMENT)
+        if align is not None:
+            writer.data_alignment = int(align.contents())
+        for kv in reader.fields.values():
+            if kv.name == gguf.Keys.General.ARCHITECTURE or kv.name.startswith("GGUF."):
+                continue
+            if kv.name == gguf.Keys.General.FILE_TYPE:
+                continue
+            vtype = kv.types[0]
+            sub = kv.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+            writer.add_key_value(kv.name, kv.contents(), vtype, sub_type=sub)
+        writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+
+        def widened(t):
+            if t.tensor_type == gguf.GGMLQuantizationType.F32 or len(t.shape) < 2:
+                data = gguf.quants.dequantize(t.data, t.tensor_type)
+                return np.ascontiguousarray(data, dtype=np.float32)
+            if t.tensor_type == gguf.GGMLQuantizationType.F16:
+                return t.data
+            try:
+                data = gguf.quants.dequantize(t.data, t.tensor_type)
+            except NotImplementedError:
+                raise QuantizeError(f"the gguf package cannot dequantize {t.tensor_type.name} "
+                                    f"(tensor {t.name}); widening {source.name} to F16 is not possible") from None
+            return data.astype(np.float16)
+
+        tensors = list(reader.tensors)
+        for t in tensors:  # declare shapes and sizes first, data follows tensor by tensor
+            n = int(np.prod(t.shape))
+            wide_f32 = t.tensor_type == gguf.GGMLQuantizationType.F32 or len(t.shape) < 2
+            dtype = np.float32 if wide_f32 else np.float16
+            shape = tuple(int(d) for d in reversed(t.shape))
+            writer.add_tensor_info(t.name, shape, np.dtype(dtype), n * np.dtype(dtype).itemsize)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        for i, t in enumerate(tensors, 1):
+            writer.write_tensor_data(widened(t))
+            if progress:
+                progress(i, len(tensors), t.name)
+        writer.close()
+        read_model_info(tmp)
+        os.replace(tmp, dest)
+    finally:
+        try:
+            writer.close()
+        except Exception:  # already closed, or failed before opening
+            pass
+        tmp.unlink(missing_ok=True)
+    return dest
+
+
+# ---- store entries: what `edge-infer quantize` does ---------------------------------------
+
+@dataclass
+class QuantizeStep:
+    quant: str
+    dest: Path
+    allow_requantize: bool
+
+
+@dataclass
+class QuantizePlan:
+    source_path: Path
+    source_quant: str
+    identity: dict                 # alias / repo / name the new entries share with the source
+    source_label: str
+    widen_to: Path | None = None   # write an F16 here first (and record it)
+    f16_path: Path | None = None   # quantize from this F16 (widened or already installed)
+    steps: list[QuantizeStep] = field(default_factory=list)
+    skipped: list = field(default_factory=list)    # InstalledModels of levels already there
+    notes: list[str] = field(default_factory=list)
+    bytes_needed: int = 0
+
+
+def plan_quantize(spec: str, targets: list[str], *, from_f16: bool = False, allow_requantize: bool = False,
+                  force: bool = False, store=None) -> QuantizePlan:
+    """Check every requested level before anything is written: refusals come all at once."""
+    from edge_infer.store.download import check_disk_space
+    from edge_infer.store.quant_types import canonical, model_stem
+    from edge_infer.store.store import ModelStore, looks_like_path
+
+    store = store or ModelStore()
+    source = None if looks_like_path(spec) else store.find(spec)
+    path = source.path if source else store.resolve(spec)
+    info = read_model_info(path)
+    src_quant = canonical(source.quant if source else info.quantization)
+    if source:
+        identity = {"alias": source.alias, "repo": source.repo, "name": source.name}
+        label = source.label
+    else:
+        identity = {"alias": None, "repo": None, "name": model_stem(path.name)}
+        label = path.name
+    stem = model_stem(path.name)
+    pseudo = source or _Identity(**identity)
+    family = {canonical(m.quant): m for m in store.family(source)} if source else {}
+    notes: list[str] = []
+
+    wanted = list(dict.fromkeys(canonical(t) for t in targets))
+    if not wanted:
+        raise QuantizeError("--to needs at least one level, e.g. --to Q8_0,Q4_K_M")
+    widen = from_f16 and quant_types.is_quantized(src_quant)
+    if from_f16 and not widen:
+        notes.append(f"{label} is already {src_quant}; --from-f16 has nothing to widen")
+    base_quant = "F16" if widen else src_quant
+    refusals = []
+    for q in wanted:
+        why = check_direction(base_quant, q, allow_requantize=allow_requantize)
+        if why:
+            refusals.append(f"{q}: {why.reason}")
+    if refusals:
+        raise QuantizeError("refusing to quantize " + label + ":\n  " + "\n  ".join(refusals))
+    if widen:
+        above = [q for q in wanted if quant_types.bits_per_weight(q) > quant_types.bits_per_weight(src_quant)]
+        if above:
+            notes.append(f"{', '.join(above)} will be made from F16 widened from {src_quant}: they "
+                         f"cannot be more accurate than {src_quant} itself; they show what each "
+                         f"format costs, which is what a ladder compares")
+
+    plan = QuantizePlan(source_path=path, source_quant=src_quant, identity=identity, source_label=label,
+                        notes=notes)
+    if widen:
+        have = family.get("F16")
+        if have is not None and not force:
+            plan.f16_path = have.path
+            notes.append(f"quantizing from the installed {have.label}")
+        else:
+            plan.widen_to = store.folder_for_model(pseudo, "F16") / f"{stem}.F16.gguf"
+            plan.f16_path = plan.widen_to
+            plan.bytes_needed += info.parameter_count * 2
+    for q in wanted:
+        if q == src_quant and not widen:
+            notes.append(f"{q} is the source's own level; skipped")
+            continue
+        if q == "F16" and widen:
+            continue  # the widening makes it
+        if q in family and not force:
+            plan.skipped.append(family[q])
+            continue
+        allow = allow_requantize and quant_types.is_quantized(base_quant)
+        plan.steps.append(QuantizeStep(q, store.folder_for_model(pseudo, q) / f"{stem}.{q}.gguf", allow))
+        plan.bytes_needed += int(info.parameter_count * quant_types.bits_per_weight(q) / 8)
+    check_disk_space(store.root, plan.bytes_needed, f"the new quant levels of {label}")
+    return plan
+
+
+@dataclass
+class _Identity:
+    alias: str | None
+    repo: str | None
+    name: str
+
+
+def run_quantize(plan: QuantizePlan, *, threads: int | None = None,
+                 progress: Callable[[str], Progress] | None = None,
+                 say: Callable[[str], object] = print, store=None) -> list:
+    """Carry out a plan; each finished level is recorded at once (a later failure keeps it)."""
+    import hashlib
+
+    from edge_infer.store.store import ModelStore
+
+    store = store or ModelStore()
+    made = []
+
+    def record(path: Path, quant: str, derived: str):
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                digest.update(chunk)
+        return store.record(path, quant=quant, source="quantize", sha256=digest.hexdigest(),
+                            derived_from=derived, **plan.identity)
+
+    if plan.widen_to is not None:
+        say(f"widening {plan.source_label} ({plan.source_quant}) to F16 with the gguf package")
+        t0 = time.perf_counter()
+        widen_to_f16(plan.source_path, plan.widen_to, progress=progress("F16") if progress else None)
+        made.append(record(plan.widen_to, "F16", plan.source_label))
+        say(f"  F16 written in {time.perf_counter() - t0:.1f}s")
+    src = plan.f16_path or plan.source_path
+    for step in plan.steps:
+        t0 = time.perf_counter()
+        quantize_file(src, step.dest, step.quant, threads=threads, allow_requantize=step.allow_requantize,
+                      progress=progress(step.quant) if progress else None)
+        derived = plan.source_label if src == plan.source_path else f"F16 from {plan.source_label}"
+        made.append(record(step.dest, step.quant, derived))
+        say(f"  {step.quant} written in {time.perf_counter() - t0:.1f}s")
+    return made

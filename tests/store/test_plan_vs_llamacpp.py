@@ -1,0 +1,38 @@
+"""The memory plan against what llama.cpp reports after loading: the planner picks the
+settings, the engine loads the model with them, and llama.cpp's own log (Engine.load_log)
+gives the buffers it allocated. Within 15% for both catalog models."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from edge_infer.config import EngineSettings
+from edge_infer.engine.load_report import compute_bytes_reported, kv_bytes_reported, model_bytes_reported
+from edge_infer.engine.memory import GiB, Machine, MiB, plan_settings
+from edge_infer.store.gguf_info import read_model_info
+
+
+@pytest.mark.parametrize("which", ["smollm2", "gemma3"])
+def test_plan_matches_llamacpp_report_within_15_percent(request, which):
+    from edge_infer.engine import Engine
+
+    path = request.getfixturevalue(f"{which}_path")
+    info = read_model_info(path)
+    base = EngineSettings(n_threads=2)
+    settings, plan = plan_settings(info, base, Machine(16 * GiB, 16 * GiB), ctx=2048, max_parallel=4)
+    assert plan.fits and (settings.ctx, settings.parallel, settings.n_gpu_layers) == (2048, 4, 0)
+    with Engine(path, settings) as engine:
+        log = engine.load_log
+    reported = {"weights": model_bytes_reported(log), "KV cache": kv_bytes_reported(log),
+                "compute": compute_bytes_reported(log)}
+    planned = {"weights": plan.estimate.weights_bytes, "KV cache": plan.estimate.kv_bytes,
+               "compute": plan.estimate.compute_bytes}
+    print(f"\n{which} ctx {settings.ctx} x {settings.parallel}, flash attn {settings.flash_attn}:", file=sys.stderr)
+    for key in planned:
+        print(f"  {key:<9} plan {planned[key] / MiB:8.2f} MiB   llama.cpp {reported[key] / MiB:8.2f} MiB   "
+              f"{100 * (planned[key] - reported[key]) / reported[key]:+.1f}%", file=sys.stderr)
+    for key in planned:
+        assert reported[key] > 0, key
+        assert abs(planned[key] - reported[key]) / reported[key] < 0.15, (key, planned[key], reported[key])

@@ -10,7 +10,9 @@ import sys
 
 from edge_infer import __version__
 
-COMMANDS = ["tui", "run", "chat", "inspect", "provision", "bench"]
+COMMANDS = ["tui", "run", "chat", "inspect", "provision", "bench", "serve", "loadtest",
+            # the model manager (module import_ is the `import` command)
+            "search", "quants", "pull", "list", "rm", "import_", "quantize", "ladder"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -96,3 +96,33 @@ def test_binary_has_no_python_dependency(binary):
     assert shutil.which("edge-infer", path="/usr/bin:/bin") is None  # not the installed one
     out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
     assert "libpython" not in out  # the interpreter is inside the bundle
+
+
+def test_serve_on_a_socket_answers_a_chat_completion(binary, clean_env, smollm2_path, tmp_path):
+    sock = tmp_path / "ei.sock"
+    proc = subprocess.Popen([str(binary), "serve", str(smollm2_path), "--socket", str(sock), "--parallel", "2"],
+                            env=clean_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not sock.exists():
+            assert proc.poll() is None, f"serve exited:\n{proc.stderr.read()[-3000:]}"
+            assert time.monotonic() < deadline, "serve did not create its socket"
+            time.sleep(0.2)
+        body = json.dumps({"model": smollm2_path.stem, "max_tokens": 8,
+                           "messages": [{"role": "user", "content": "Say hi."}]})
+        for _ in range(100):  # the socket exists before the model has loaded
+            r = subprocess.run(["curl", "-s", "--unix-socket", str(sock), "http://localhost/v1/chat/completions",
+                                "-H", "Content-Type: application/json", "-d", body],
+                               capture_output=True, text=True, timeout=60)
+            if r.stdout:
+                break
+            time.sleep(0.3)
+        reply = json.loads(r.stdout)
+        assert reply["choices"][0]["message"]["content"], reply
+        assert reply["usage"]["completion_tokens"] > 0
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err[-2000:]
+    assert not any(m in err for m in BUNDLE_FAILURES), err[-3000:]
+    assert not sock.exists()  # removed on exit

@@ -1,0 +1,98 @@
+"""`edge-infer loadtest`: concurrent streaming clients against an OpenAI-compatible server.
+
+  edge-infer loadtest http://127.0.0.1:8080/v1          # any server, ours or not
+  edge-infer loadtest --socket ~/.edge-infer.sock       # ours on a Unix socket
+  edge-infer loadtest --compare smollm2                 # ours vs python -m llama_cpp.server
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+_DEFAULT = "\0default"
+
+
+def register(sub) -> None:
+    p = sub.add_parser("loadtest", help="HTTP load benchmark: N streaming clients against an OpenAI-compatible URL")
+    p.add_argument("url", nargs="?", default="http://127.0.0.1:8080/v1", help="base URL (ending in /v1)")
+    p.add_argument("--socket", metavar="PATH", help="connect through this Unix socket")
+    p.add_argument("--model", help="model id to send (default: the first /v1/models lists)")
+    p.add_argument("--api-key", help="sent as 'Authorization: Bearer KEY'")
+    p.add_argument("--label", default="server", help="name of this system in the table")
+    p.add_argument("--compare", nargs="?", const=_DEFAULT, metavar="MODEL",
+                   help="start `edge-infer serve MODEL` and `python -m llama_cpp.server` in turn and compare")
+    p.add_argument("--concurrency", default="1,2,4,8", help="comma-separated client counts")
+    p.add_argument("--requests", type=int, default=16, help="requests per pass (at least one per client)")
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="passes per system and concurrency; the median (by tok/s) is reported (noisy machines)")
+    p.add_argument("--threads", type=int, help="--compare: threads for both servers (default: physical cores)")
+    p.add_argument("--ctx", type=int, default=1024, help="--compare: context per sequence for both servers")
+    p.add_argument("--baseline-flash-attn", choices=["on", "off"], default="on",
+                   help="--compare: flash attention for llama_cpp.server ('on' matches ours: auto = on for CPU)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from edge_infer.bench.http import Target, run_http_pass, warm_up
+    from edge_infer.bench.report import comparison_table, summary
+
+    levels = sorted({int(c) for c in args.concurrency.split(",") if c.strip()})
+    if not levels or min(levels) < 1:
+        print("edge-infer: error: --concurrency needs positive integers like 1,2,4,8", file=sys.stderr)
+        return 2
+    if args.compare is not None:
+        ours, theirs = _compare(args, levels)
+    else:
+        target = Target(args.url.rstrip("/"), model=args.model, api_key=args.api_key, uds=args.socket)
+        warm_up(target)
+        runs: dict[int, list] = {}
+        for _ in range(max(1, args.repeat)):
+            for c in levels:
+                result = run_http_pass(args.label, target, c, args.requests, args.max_tokens)
+                runs.setdefault(c, []).append(result)
+                print(f"  {args.label} c={c}: {result.agg_tok_s:.1f} tok/s", file=sys.stderr)
+        ours, theirs = [median(runs[c]) for c in levels], []
+    print(comparison_table(ours, theirs))
+    print("HTTP streaming clients; TTFT = request sent to first text chunk; mem = server process RSS"
+          if args.compare is not None else "HTTP streaming clients; TTFT = request sent to first text chunk")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"max_tokens": args.max_tokens, "passes": [p.to_dict() for p in ours],
+                       "baseline": [p.to_dict() for p in theirs], "ratios": summary(ours, theirs)}, f, indent=2)
+    return 0
+
+
+def _compare(args, levels):
+    """Each server alone on the machine (two llama.cpp thread teams distort each other),
+    alternating per concurrency so drift in machine speed hits both alike."""
+    from edge_infer.bench.http import ServerProcess, run_http_pass, warm_up
+    from edge_infer.commands.common import resolve_model
+    from edge_infer.config import EngineSettings
+
+    path, name = resolve_model(None if args.compare == _DEFAULT else args.compare)
+    threads = args.threads or EngineSettings().n_threads
+    systems = [
+        lambda: ServerProcess.ours(path, threads, args.ctx, parallel=max(levels)),
+        lambda: ServerProcess.llama_cpp(path, threads, args.ctx, flash_attn=args.baseline_flash_attn == "on"),
+    ]
+    print(f"{name}: {max(args.requests, 1)} requests x {args.max_tokens} tokens per pass, greedy, "
+          f"{threads} threads, ctx {args.ctx}; edge-infer with {max(levels)} slots", file=sys.stderr)
+    runs: dict[tuple[int, int], list] = {}
+    for _ in range(max(1, args.repeat)):
+        for c in levels:
+            for i, make in enumerate(systems):
+                with make() as server:
+                    warm_up(server.target)
+                    result = run_http_pass(server.label, server.target, c, args.requests, args.max_tokens,
+                                           server.rss)
+                runs.setdefault((i, c), []).append(result)
+                print(f"  {server.label:<10} c={c}: {result.agg_tok_s:.1f} tok/s, TTFT p50 "
+                      f"{result.ttft_p50_s * 1000:.0f} ms, {result.errors} errors", file=sys.stderr)
+    return [median(runs[(0, c)]) for c in levels], [median(runs[(1, c)]) for c in levels]
+
+
+def median(passes: list):
+    return sorted(passes, key=lambda p: p.agg_tok_s)[len(passes) // 2]

@@ -1,0 +1,160 @@
+"""One API call as engine requests: sampling and grammar from the body, `n` choices per
+prompt submitted together, their events merged, cancelled together.
+
+Engine.submit is synchronous and fast (tokenize + queue), so it runs on the event loop;
+a refusal (context overflow, full queue) is raised before any response byte is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+
+from edge_infer.engine import FinishEvent, Request, RequestStream, SamplingParams, TokenEvent
+from edge_infer.server.errors import APIError, bad_request, from_engine
+from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
+
+
+def grammar_for(body) -> tuple[str | None, str | None]:
+    """(GBNF, param it came from). JSON modes become grammar-constrained sampling."""
+    fmt = getattr(body, "response_format", None)
+    if fmt is not None and fmt.type != "text":
+        from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
+
+        if fmt.type == "json_object":
+            return JSON_GBNF, "response_format"
+        schema = fmt.json_schema.schema_
+        try:
+            return json_schema_to_gbnf(json.dumps(schema)), "response_format.json_schema.schema"
+        except Exception as exc:  # the converter raises assorted errors on schemas it can't map
+            raise bad_request(f"cannot turn this JSON schema into a grammar: {exc}",
+                              "response_format.json_schema.schema") from None
+    if body.grammar:
+        return body.grammar, "grammar"
+    return None, None
+
+
+def sampling_for(body, grammar: str | None, index: int) -> SamplingParams:
+    temperature = 0.0 if body.top_p == 0 else body.temperature  # top_p 0: only the top token
+    return SamplingParams(
+        temperature=temperature, top_k=body.top_k, top_p=body.top_p or 1.0, min_p=body.min_p,
+        repeat_penalty=body.repeat_penalty, presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+        # Choices of one call must differ, yet a seeded call must repeat exactly.
+        seed=None if body.seed is None else body.seed + index,
+        max_tokens=body.limit, stop=body.stops, ignore_eos=body.ignore_eos, grammar=grammar)
+
+
+@dataclass
+class Choice:
+    index: int
+    prompt: str | list[int] | None = None  # text completions: what `echo` repeats
+    parts: list[str] = field(default_factory=list)
+    logprobs: list = field(default_factory=list)  # [(token, log-softmax vector)]
+    finish: FinishEvent | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class Job:
+    def __init__(self, engine, body: ChatCompletionRequest | CompletionRequest, source: str = "api"):
+        self.engine = engine
+        self.body = body
+        self.streams: list[RequestStream] = []
+        self.choices: list[Choice] = []
+        if isinstance(body, ChatCompletionRequest):
+            self.logprobs, self.top_logprobs = body.logprobs, body.top_logprobs or 0
+        else:  # legacy: logprobs=N asks for the chosen token and the N most likely
+            self.logprobs, self.top_logprobs = body.logprobs is not None, body.logprobs or 0
+        self._source = source
+        self.on_finish = None  # called with each FinishEvent (metrics)
+
+    def submit(self) -> None:
+        body = self.body
+        grammar, grammar_param = grammar_for(body)
+        if isinstance(body, ChatCompletionRequest):
+            messages = [{"role": m.role, "content": m.model_dump()["content"] or ""} for m in body.messages]
+            prompts, prompt_param = [("messages", messages)], "messages"
+        else:
+            prompts = [("prompt_tokens" if isinstance(p, list) else "prompt", p) for p in body.prompts()]
+            prompt_param = "prompt"
+        try:
+            for kind, prompt in prompts:
+                for i in range(body.n):
+                    req = Request(**{kind: prompt}, sampling=sampling_for(body, grammar, i),
+                                  source=self._source, capture_logprobs=self.logprobs)
+                    self.choices.append(Choice(len(self.choices), prompt if kind != "messages" else None))
+                    self.streams.append(self.engine.submit(req))
+        except APIError:
+            self.cancel()
+            raise
+        except Exception as exc:  # refused by the engine: nothing of this call may keep running
+            self.cancel()
+            param = grammar_param if grammar_param and "grammar" in str(exc) else prompt_param
+            raise from_engine(exc, param) from None
+
+    def cancel(self) -> None:
+        for s in self.streams:
+            s.cancel()  # a no-op for requests that already finished
+
+    async def events(self):
+        """(choice index, event) from every stream as they come, until all have finished."""
+        async for i, ev in self._merged():
+            if isinstance(ev, FinishEvent) and self.on_finish:
+                self.on_finish(ev)
+            yield i, ev
+
+    @property
+    def done(self) -> bool:
+        return all(c.finish is not None for c in self.choices)
+
+    async def _merged(self):
+        if len(self.streams) == 1:  # the common case: no extra task per token
+            async for ev in self.streams[0]:
+                yield 0, ev
+            return
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def pump(i: int, stream: RequestStream):
+            async for ev in stream:
+                queue.put_nowait((i, ev))
+
+        tasks = [asyncio.create_task(pump(i, s)) for i, s in enumerate(self.streams)]
+        try:
+            left = len(tasks)
+            while left:
+                i, ev = await queue.get()
+                left -= isinstance(ev, FinishEvent)
+                yield i, ev
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    def usage(self) -> tuple[int, int, int]:
+        """(prompt, completion, cached) tokens; a prompt counts once however many choices."""
+        stats = [(c.index, c.finish.stats) for c in self.choices if c.finish and c.finish.stats]
+        firsts = [s for i, s in stats if i % self.body.n == 0]
+        return (sum(s.prompt_tokens for s in firsts), sum(s.generated_tokens for _, s in stats),
+                sum(s.cached_tokens for s in firsts))
+
+    async def collect(self) -> None:
+        """Run every choice to its end (non-streaming responses)."""
+        async for i, ev in self.events():
+            c = self.choices[i]
+            if isinstance(ev, TokenEvent):
+                c.parts.append(ev.text)
+                if ev.logprobs is not None:
+                    c.logprobs.append((ev.token, ev.logprobs))
+            else:
+                c.parts.append(ev.text)
+                c.finish = ev
+                if failed(ev):
+                    self.cancel()
+                    raise APIError(500, f"generation failed: {ev.error}", code="generation_error")
+
+
+def failed(ev: FinishEvent) -> bool:
+    return ev.reason == "error" or (ev.reason == "cancelled" and ev.error is not None)

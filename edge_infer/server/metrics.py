@@ -1,0 +1,87 @@
+"""Prometheus metrics for /metrics.
+
+Per-request figures (TTFT, time per output token, tokens) are recorded when a request
+ends; engine state (queue, slots, KV cells, RSS, rates) is read from Engine.snapshot()
+at scrape time, so it is never stale and costs nothing between scrapes. Each app has
+its own registry: several servers (tests) can live in one process.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from edge_infer.engine.stats import RequestStats
+
+_LATENCY = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_PER_TOKEN = (0.002, 0.005, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3, 0.6, 1.2)
+
+
+class EngineCollector:
+    def __init__(self, engine):
+        self.engine = engine
+
+    def collect(self):
+        s = self.engine.snapshot()
+        labels = {"model": s.model}
+        gauges = [
+            ("queue_depth", "Requests waiting for a slot", s.queued),
+            ("requests_running", "Requests holding a slot", s.running),
+            ("slots_busy", "Slots (sequences) in use", s.slots_busy),
+            ("slots_total", "Slots (sequences) configured", s.n_slots),
+            ("kv_cells_used", "KV cache cells holding tokens", s.kv_cells_used),
+            ("kv_cells_total", "KV cache cells allocated", s.kv_cells_total),
+            ("rss_bytes", "Resident memory of the server process", s.rss_bytes),
+            ("decode_tokens_per_second", "Aggregate decode rate over the last seconds", s.decode_tok_s),
+            ("prefill_tokens_per_second", "Aggregate prefill rate over the last seconds", s.prefill_tok_s),
+        ]
+        for name, doc, value in gauges:
+            g = GaugeMetricFamily(f"edge_infer_{name}", doc, labels=list(labels))
+            g.add_metric(list(labels.values()), value)
+            yield g
+        counters = [
+            ("engine_requests", "Requests the engine accepted", s.requests_total),
+            ("engine_prompt_eval_tokens", "Prompt tokens evaluated (not reused from cache)",
+             s.prompt_eval_tokens_total),
+        ]
+        for name, doc, value in counters:
+            c = CounterMetricFamily(f"edge_infer_{name}", doc, labels=list(labels))
+            c.add_metric(list(labels.values()), value)
+            yield c
+
+
+class Metrics:
+    def __init__(self, engine):
+        self.registry = r = CollectorRegistry()
+        self.requests = Counter("edge_infer_http_requests", "HTTP requests by endpoint and status",
+                                ["endpoint", "status"], registry=r)
+        self.prompt_tokens = Counter("edge_infer_prompt_tokens", "Prompt tokens of finished requests", registry=r)
+        self.completion_tokens = Counter("edge_infer_completion_tokens", "Generated tokens", registry=r)
+        self.cancelled = Counter("edge_infer_cancelled_requests", "Generations cancelled (client left)",
+                                 registry=r)
+        self.ttft = Histogram("edge_infer_time_to_first_token_seconds", "Queue + prefill until the first token",
+                              buckets=_LATENCY, registry=r)
+        self.per_token = Histogram("edge_infer_time_per_output_token_seconds",
+                                   "Mean time between generated tokens, per request", buckets=_PER_TOKEN,
+                                   registry=r)
+        self.duration = Histogram("edge_infer_request_duration_seconds", "Submit until the last token",
+                                  buckets=_LATENCY, registry=r)
+        r.register(EngineCollector(engine))
+
+    def request(self, endpoint: str, status: int) -> None:
+        self.requests.labels(endpoint, str(status)).inc()
+
+    def generation(self, stats: RequestStats, reason: str) -> None:
+        self.prompt_tokens.inc(stats.prompt_tokens)
+        self.completion_tokens.inc(stats.generated_tokens)
+        if reason == "cancelled":
+            self.cancelled.inc()
+        if stats.first_token_at:
+            self.ttft.observe(stats.ttft_s)
+            if stats.finished_at and stats.generated_tokens > 1:
+                self.per_token.observe((stats.finished_at - stats.first_token_at) / (stats.generated_tokens - 1))
+        if stats.finished_at:
+            self.duration.observe(stats.finished_at - stats.queued_at)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,180 @@
+"""Request bodies. Validation here produces the 400 messages clients see, with `param`
+pointing at the offending field. Unknown fields are ignored (clients send many we don't use).
+
+Responses are built as plain dicts in responses.py: one per streamed token, so cheap.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from edge_infer.server.errors import APIError, bad_request
+
+
+# Validators raise APIError (not a ValueError), which pydantic lets through untouched:
+# that is how a cross-field check names its own `param`.
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class TextPart(_Body):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Body):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Union[str, list[TextPart], None] = None
+    name: str | None = None
+
+
+class JSONSchemaFormat(_Body):
+    name: str = "response"
+    schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Body):
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    json_schema: JSONSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self):
+        if self.type == "json_schema" and self.json_schema is None:
+            raise bad_request("type 'json_schema' needs a json_schema object with a schema",
+                              "response_format.json_schema")
+        return self
+
+
+class StreamOptions(_Body):
+    include_usage: bool = False
+
+
+Stop = Union[str, Annotated[list[str], Field(max_length=4)], None]
+
+
+class _Sampling(_Body):
+    """Fields shared by chat and text completions (OpenAI's names and ranges)."""
+    model: str | None = None
+    n: int = Field(1, ge=1, le=16)
+    stop: Stop = None
+    temperature: float = Field(1.0, ge=0.0, le=2.0)
+    top_p: float = Field(1.0, ge=0.0, le=1.0)
+    seed: int | None = None
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    # llama.cpp extensions (its own server accepts the same names)
+    top_k: int = Field(40, ge=0)
+    min_p: float = Field(0.05, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(1.0, gt=0.0)
+    ignore_eos: bool = False
+    grammar: str | None = None
+
+    @property
+    def stops(self) -> tuple[str, ...]:
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(s for s in self.stop if s)
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class ChatCompletionRequest(_Sampling):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    response_format: ResponseFormat | None = None
+    tools: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.top_logprobs and not self.logprobs:
+            raise bad_request("top_logprobs needs logprobs set to true", "top_logprobs")
+        if self.tools:  # silently dropping tools would leave an agent waiting for calls
+            raise bad_request("tools are not supported by this server", "tools")
+        return self
+
+    @property
+    def limit(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+
+Prompt = Union[str, list[str], Annotated[list[int], Field(min_length=1)], list[list[int]]]
+
+
+class CompletionRequest(_Sampling):
+    prompt: Prompt
+    max_tokens: int | None = Field(16, ge=1)  # OpenAI's default for this endpoint
+    logprobs: int | None = Field(None, ge=0, le=20)
+    echo: bool = False
+    best_of: int | None = Field(None, ge=1)
+    suffix: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.best_of is not None and self.best_of != self.n:
+            raise bad_request("best_of other than n is not supported", "best_of")
+        if self.suffix:
+            raise bad_request("suffix (fill-in-the-middle) is not supported", "suffix")
+        if isinstance(self.prompt, list) and not self.prompt:
+            raise bad_request("prompt must not be empty", "prompt")
+        return self
+
+    @property
+    def limit(self) -> int | None:
+        return self.max_tokens
+
+    def prompts(self) -> list[str | list[int]]:
+        """One entry per prompt: text, or token ids."""
+        p = self.prompt
+        if isinstance(p, str):
+            return [p]
+        if all(isinstance(x, int) for x in p):
+            return [list(p)]
+        return list(p)
+
+
+def _param(loc: tuple) -> str | None:
+    """('messages', 0, 'role') -> 'messages[0].role' (dropping pydantic's union branch names)."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("str", "list[str]", "list[int]", "list[list[int]]", "list[TextPart]", "none") \
+                or "[" in str(part) or part.startswith("function-"):
+            continue
+        else:
+            out += f".{part}" if out else part
+    return out or None
+
+
+def parse(model: type[BaseModel], raw: bytes):
+    """Raw body -> validated request, or an APIError naming the field at fault."""
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise bad_request(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise bad_request("the request body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        # With unions pydantic reports every branch; the most telling is a non-type error
+        # (e.g. "too many items"), else the deepest one (the element that is wrong).
+        errors = exc.errors(include_url=False)
+        err = min(errors, key=lambda e: (e["type"].endswith("_type") or e["type"].endswith("_parsing"),
+                                         -len(e["loc"])))
+        param = _param(err["loc"]) if err["loc"] else None
+        msg = err["msg"].removeprefix("Value error, ")
+        where = f"'{param}': " if param else ""
+        raise APIError(400, f"invalid {where}{msg}" if param else msg, param=param,
+                       code="invalid_value") from None

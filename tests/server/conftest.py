@@ -1,0 +1,77 @@
+"""A real uvicorn server on the real SmolLM2: one engine per module, served over TCP on a
+free port and over a Unix socket at once (the same app)."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from edge_infer.config import EngineSettings
+
+
+@dataclass
+class Live:
+    url: str          # http://127.0.0.1:PORT
+    socket: str       # Unix socket path
+    engine: object
+    app: object
+
+    @property
+    def base(self) -> str:
+        return self.url + "/v1"
+
+
+def short_socket_path(name: str = "ei.sock") -> str:
+    # AF_UNIX paths are limited to ~108 bytes; pytest's tmp_path can be longer.
+    return str(Path(tempfile.mkdtemp(prefix="ei-")) / name)
+
+
+def start_server(engine, **app_kwargs):
+    from edge_infer.server.app import create_app
+    from edge_infer.server.launch import BackgroundServer, bind_tcp, bind_unix
+
+    app = create_app(engine, **app_kwargs)
+    tcp = bind_tcp("127.0.0.1", 0)
+    path = short_socket_path()
+    uds = bind_unix(path)
+    bg = BackgroundServer(app, [tcp, uds]).start()
+    return bg, Live(f"http://127.0.0.1:{tcp.getsockname()[1]}", path, engine, app)
+
+
+@pytest.fixture(scope="module")
+def make_served(smollm2_path):
+    """make_served(api_key=None, **engine settings) -> Live; all stopped at module end."""
+    from edge_infer.engine import Engine
+
+    started = []
+
+    def make(app_kwargs: dict | None = None, **settings):
+        base = dict(ctx=1024, parallel=4, n_threads=2)
+        base.update(settings)
+        engine = Engine(smollm2_path, EngineSettings(**base), name="smollm2")
+        bg, live = start_server(engine, **(app_kwargs or {}))
+        started.append((bg, engine, live))
+        return live
+
+    yield make
+    for bg, engine, live in started:
+        bg.stop()
+        engine.close()
+        assert not Path(live.socket).exists()  # removed on stop
+        Path(live.socket).parent.rmdir()
+
+
+@pytest.fixture(scope="module")
+def served(make_served) -> Live:
+    return make_served()
+
+
+@pytest.fixture
+def client(served):
+    from openai import OpenAI
+
+    with OpenAI(base_url=served.base, api_key="unused", max_retries=0) as c:
+        yield c

@@ -8,7 +8,7 @@ PY=${PYTHON:-.venv/bin/python}
 $PY -m pip install --quiet "pyinstaller>=6.5"
 if [ "${1:-}" = "--onedir" ]; then
     export EDGE_INFER_ONEDIR=1
-    rm -rf dist/edge-infer
+    rm -rf dist/onedir/edge-infer
     DIST=dist/onedir
 else
     DIST=dist

@@ -26,3 +26,27 @@ async def wait_for(pilot, condition, timeout=60.0):
             raise AssertionError("timed out waiting for the app")
         await pilot.pause(0.05)
         await asyncio.sleep(0)
+
+
+from tests.store.conftest import SMOL_FILE, SMOL_REPO, hub  # noqa: E402,F401  (the local fake hub)
+
+
+@pytest.fixture
+def tui_hub(hub, smollm2_path):
+    """The fake hub with the real SmolLM2 file (and listed-only levels for the verdicts)."""
+    hub.add_repo(SMOL_REPO, {SMOL_FILE: smollm2_path, "README.md": b"# SmolLM2\n"}, downloads=100,
+                 listed_only={"SmolLM2-135M-Instruct.Q8_0.gguf": 144_811_072,
+                              "SmolLM2-135M-Instruct.Q2_K.gguf": 88_201_792}, template=smollm2_path)
+    return hub
+
+
+@pytest.fixture
+def smol_store(edge_home, smollm2_path):
+    """The temporary store with SmolLM2 in it (a symlink to the real file)."""
+    from edge_infer.store.store import ModelStore
+
+    folder = edge_home / "models" / "smollm2"
+    folder.mkdir(parents=True)
+    (folder / smollm2_path.name).symlink_to(smollm2_path)
+    return ModelStore().record(folder / smollm2_path.name, name="SmolLM2-135M-Instruct", quant="Q4_1",
+                               source="mirror", alias="smollm2")

@@ -71,6 +71,7 @@ def fixed_app(tmp_path, edge_home, monkeypatch, smollm2_path):
 
 async def _stats_history(pilot):
     pane = pilot.app.query_one("#stats-pane")
+    pane.poller.pause()  # a fixed picture: no more samples while the snapshot is taken
     pane.decode_history.extend([100, 120, 150, 160, 150] * 4)
     pane.refresh_stats()
     await pilot.pause()
@@ -94,3 +95,7 @@ def test_server_tab(snap_compare, fixed_app):
 
 def test_stats_tab(snap_compare, fixed_app):
     assert snap_compare(fixed_app(), terminal_size=SIZE, press=["f4"], run_before=_stats_history)
+
+
+def test_models_tab_at_80x24(snap_compare, fixed_app):
+    assert snap_compare(fixed_app(), terminal_size=(80, 24), press=["f2"])

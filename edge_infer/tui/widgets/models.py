@@ -1,114 +1,103 @@
-"""Models: what is installed (with fit verdicts), load one, delete one."""
+"""Models tab: installed models, the hub, the quant ladder; downloads and quantizing.
+
+Thin: the regions are widgets (installed.py, hub_browser.py, ladder_chart.py,
+downloads.py) that post messages up here. The pane stays mounted while other tabs show,
+so the download and quantize workers it owns keep going when the user switches tabs.
+"""
 
 from __future__ import annotations
 
-import psutil
+import time
+
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widget import Widget
-from textual.widgets import Button, DataTable, Label, Static
+from textual.widgets import Label, ProgressBar, TabbedContent, TabPane
 
-from edge_infer.tui.screens.dialogs import ConfirmScreen
-from edge_infer.tui.screens.load_model import LoadModelScreen
-
-MIB = 2**20
-
-
-def fit_verdict(path, settings) -> str:
-    from edge_infer.engine.memory import estimate_memory
-    from edge_infer.errors import EdgeInferError
-    from edge_infer.store.gguf_info import read_model_info
-
-    try:
-        est = estimate_memory(read_model_info(path), settings.ctx, settings.parallel,
-                              kv_unified=settings.kv_unified, flash_attn=settings.flash_attn != "off")
-    except EdgeInferError:
-        return "damaged"
-    free = psutil.virtual_memory().available
-    return "fits" if est.total_bytes < 0.7 * free else "tight" if est.total_bytes < free else "does not fit"
+from edge_infer.tui.widgets.downloads import DownloadsPanel
+from edge_infer.tui.widgets.hub_browser import HubBrowser
+from edge_infer.tui.widgets.installed import InstalledModels
+from edge_infer.tui.widgets.ladder_chart import LadderChart
 
 
 class ModelsPane(Widget):
-    BINDINGS = [Binding("enter", "load", "Load", show=False), Binding("delete", "delete", "Delete model")]
-
     def compose(self) -> ComposeResult:
-        yield Label("Installed models", classes="section")
-        table = DataTable(id="installed", cursor_type="row")
-        table.add_columns("model", "quant", "size", "source", "fit", "")
-        yield table
-        with Horizontal(classes="buttons"):
-            yield Button("Load…", variant="primary", id="load-model")
-            yield Button("Delete…", variant="error", id="delete-model")
-            yield Button("Refresh", id="refresh-models")
-        yield Static(id="models-hint", classes="hint")
+        with TabbedContent(initial="m-installed", id="models-tabs"):
+            with TabPane("Installed", id="m-installed"):
+                yield InstalledModels(id="installed-models")
+            with TabPane("Hub", id="m-hub"):
+                yield HubBrowser(id="hub-browser")
+            with TabPane("Ladder", id="m-ladder"):
+                yield LadderChart(id="ladder-chart")
+        with Horizontal(id="quantize-status"):
+            yield Label("", id="quantize-label")
+            yield ProgressBar(total=1, show_eta=False, id="quantize-bar")
+        yield DownloadsPanel(id="downloads")
 
     def on_mount(self) -> None:
-        self.refresh_models()
+        self.query_one("#quantize-status").display = False
 
     def refresh_models(self) -> None:
-        from edge_infer.store.store import ModelStore
+        self.query_one(InstalledModels).refresh_models()
 
-        self.models = ModelStore().installed()
-        settings = self.app.default_settings
-        table = self.query_one("#installed", DataTable)
-        table.clear()
-        loaded = self.app.host.model_path
-        for m in self.models:
-            table.add_row(m.label, m.quant, f"{m.size / MIB:.0f} MiB", m.source, fit_verdict(m.path, settings),
-                          "● loaded" if loaded and m.path == loaded else "", key=str(m.path))
-        self.query_one("#models-hint", Static).update(
-            f"Fit verdicts at ctx {settings.ctx} × {settings.parallel} slots against available RAM. "
-            "Install more with `edge-infer provision` or `edge-infer pull`." if self.models else
-            "No models installed yet: run `edge-infer provision`.")
+    @on(InstalledModels.Selected)
+    def _selected(self, event: InstalledModels.Selected) -> None:
+        self.query_one(LadderChart).show_model(event.model)
 
-    def selected(self):
-        table = self.query_one("#installed", DataTable)
-        if not self.models or table.cursor_row is None or table.cursor_row >= len(self.models):
-            return None
-        return self.models[table.cursor_row]
+    @on(HubBrowser.DownloadRequested)
+    def _download(self, event: HubBrowser.DownloadRequested) -> None:
+        self.query_one(DownloadsPanel).start(event.repo, event.quant, event.size)
 
-    @on(Button.Pressed, "#refresh-models")
-    def _refresh(self) -> None:
+    @on(DownloadsPanel.Finished)
+    def _downloaded(self) -> None:
         self.refresh_models()
 
-    @on(Button.Pressed, "#load-model")
-    def action_load(self) -> None:
-        model = self.selected()
-        if model is None:
+    # -- quantize ------------------------------------------------------------------------
+
+    @on(InstalledModels.QuantizeRequested)
+    def _quantize(self, event: InstalledModels.QuantizeRequested) -> None:
+        if any(w.group == "quantize" and w.is_running for w in self.workers):
+            self.notify("A quantization is already running.", severity="warning")
             return
-        settings = self.app.host.settings or self.app.default_settings
+        self.query_one("#quantize-status").display = True
+        self._quantize_progress(f"planning {event.model.label}…", 0, 1)
+        self.quantize(event.model, event.targets, event.from_f16, event.allow_requantize)
 
-        def chosen(new_settings) -> None:
-            if new_settings is not None:
-                self.app.load_model(str(model.path), new_settings, name=model.label)
+    def _quantize_progress(self, text: str, done: int, total: int) -> None:
+        self.query_one("#quantize-label", Label).update(text)
+        self.query_one("#quantize-bar", ProgressBar).update(total=max(1, total), progress=done)
 
-        self.app.push_screen(LoadModelScreen(model.label, model.path, settings), chosen)
+    def _quantize_done(self, text: str, severity: str) -> None:
+        self.query_one("#quantize-status").display = False
+        self.refresh_models()
+        self.notify(text, title="Quantize", severity=severity, timeout=10 if severity == "error" else 5)
 
-    @on(DataTable.RowSelected, "#installed")
-    def _row(self) -> None:
-        self.action_load()
+    @work(thread=True, group="quantize")
+    def quantize(self, model, targets: list[str], from_f16: bool, allow_requantize: bool) -> None:
+        from edge_infer.store.quantize import plan_quantize, run_quantize
 
-    @on(Button.Pressed, "#delete-model")
-    def action_delete(self) -> None:
-        model = self.selected()
-        if model is None:
+        call = self.app.call_from_thread
+
+        def progress(level: str):
+            last = [0.0]
+
+            def update(done: int, total: int, name: str) -> None:
+                now = time.monotonic()
+                if now - last[0] >= 0.1 or done >= total:
+                    last[0] = now
+                    call(self._quantize_progress, f"{model.label} → {level}: tensor {done}/{total}", done, total)
+            return update
+
+        try:
+            plan = plan_quantize(model.label, targets, from_f16=from_f16, allow_requantize=allow_requantize)
+            for note in plan.notes:
+                call(self.notify, note, title="Quantize", timeout=8)
+            made = run_quantize(plan, progress=progress, say=lambda m: None)
+        except Exception as exc:  # refusals (QuantizeError), llama.cpp failures, disk full
+            call(self._quantize_done, str(exc) or type(exc).__name__, "error")
             return
-        if self.app.host.model_path == model.path:
-            self.notify("That model is loaded: load another one first.", severity="warning")
-            return
+        names = ", ".join(m.label for m in made) or "nothing new"
+        skipped = "".join(f"; {m.label} was already installed" for m in plan.skipped)
+        call(self._quantize_done, f"Made {names}{skipped}.", "information")
 
-        def done(yes: bool) -> None:
-            if yes:
-                self.delete(model)
-
-        self.app.push_screen(ConfirmScreen(f"Delete {model.label} ({model.size / MIB:.0f} MiB) from disk?"), done)
-
-    @work(thread=True)
-    def delete(self, model) -> None:
-        import shutil
-
-        shutil.rmtree(model.path.parent, ignore_errors=True)
-        self.app.call_from_thread(self.refresh_models)
-        self.app.call_from_thread(self.notify, f"Deleted {model.label}.")

@@ -48,7 +48,7 @@ class StatsPane(Widget):
 
     def on_mount(self) -> None:
         self.refresh_stats()
-        self.set_interval(0.5, self.refresh_stats)
+        self.poller = self.set_interval(0.5, self.refresh_stats)
 
     def refresh_stats(self) -> None:
         engine = self.app.host.engine

@@ -1,0 +1,185 @@
+"""Downloads: one row per hub download with a progress bar, bytes, speed and ETA.
+
+The pull runs in a thread worker of this panel, which lives in the Models pane (mounted
+for the app's whole life: switching tabs never stops a download). The store keeps the
+partial file, so a download cut by quitting shows up again at the next start with a
+Resume button; resuming is the same pull, which continues from the partial bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Button, Label, ProgressBar, Static
+from textual.worker import get_current_worker
+
+from edge_infer.store.download import human
+
+
+class _Cancelled(Exception):
+    """Raised from the progress callback to stop a pull when its worker is cancelled
+    (the app quits): the partial file stays for a later resume."""
+
+
+def _duration(seconds: float) -> str:
+    s = int(max(0, seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+class DownloadRow(Vertical):
+    def __init__(self, repo: str, quant: str, have: int = 0, total: int = 0, resumable: bool = False):
+        super().__init__(classes="download")
+        self.repo, self.quant = repo, quant
+        self.have, self.total, self.part = have, total, ""
+        self.state = "paused" if resumable else "starting"
+        self.samples: deque[tuple[float, int]] = deque()
+
+    @property
+    def spec(self) -> str:
+        return f"{self.repo}:{self.quant}"
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="download-head"):
+            yield Label(self.spec, classes="download-name")
+            yield ProgressBar(total=max(1, self.total), show_eta=False, classes="download-bar")
+            yield Button("Resume", id=None, classes="download-resume", compact=True)
+        yield Static(classes="download-status")
+
+    def on_mount(self) -> None:
+        self.query_one(ProgressBar).update(progress=self.have)
+        self.query_one(Button).display = self.state == "paused"
+        self.show("interrupted: " + self._bytes() + " kept; Resume continues" if self.state == "paused" else "starting…")
+
+    def _bytes(self) -> str:
+        return f"{human(self.have)} / {human(self.total)}"
+
+    def show(self, text: str) -> None:
+        self.query_one(".download-status", Static).update(text)
+
+    def progress(self, part: str, have: int, total: int) -> None:
+        now = time.monotonic()
+        if part != self.part:
+            self.part = part
+            self.samples.clear()
+        self.samples.append((now, have))
+        while len(self.samples) > 2 and now - self.samples[0][0] > 5.0:
+            self.samples.popleft()
+        self.have, self.total, self.state = have, total, "running"
+        self.query_one(ProgressBar).update(total=max(1, total), progress=have)
+        (t0, b0), (t1, b1) = self.samples[0], self.samples[-1]
+        speed = (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+        eta = _duration((total - have) / speed) if speed > 0 else "?"
+        self.show(f"{part}: {self._bytes()}  {human(speed)}/s  ETA {eta}")
+
+    def stopped(self, text: str, resumable: bool) -> None:
+        self.state = "paused" if resumable else "done"
+        self.query_one(Button).display = resumable
+        self.show(text)
+
+
+class DownloadsPanel(Widget):
+    class Finished(Message):
+        def __init__(self, label: str) -> None:
+            super().__init__()
+            self.label = label
+
+    def compose(self) -> ComposeResult:
+        yield Label("Downloads", classes="section")
+
+    def on_mount(self) -> None:
+        self.display = False
+        self.list_unfinished()
+
+    def rows(self) -> list[DownloadRow]:
+        return list(self.query(DownloadRow))
+
+    def row(self, repo: str, quant: str) -> DownloadRow | None:
+        return next((r for r in self.rows() if r.spec == f"{repo}:{quant}"), None)
+
+    def list_unfinished(self) -> None:
+        """Partial downloads left by an earlier run (or a failed one): one Resume row each."""
+        from edge_infer.store.download import list_partials
+        from edge_infer.store.quant_types import quant_from_filename
+        from edge_infer.store.store import ModelStore
+
+        for p in list_partials(ModelStore().root):
+            quant = quant_from_filename(p.path.rsplit("/", 1)[-1])
+            if not p.repo or not quant:
+                continue
+            row = self.row(p.repo, quant)
+            if row is None:
+                self.mount(DownloadRow(p.repo, quant, p.have, p.size, resumable=True))
+            elif row.state == "paused":
+                row.have += p.have
+                row.total += p.size
+        self.display = bool(self.rows())
+
+    def start(self, repo: str, quant: str, size: int = 0) -> None:
+        row = self.row(repo, quant)
+        if row is not None and row.state in ("starting", "running"):
+            self.notify(f"{repo}:{quant} is already downloading.", severity="warning")
+            return
+        self.display = True
+        if row is None:
+            row = DownloadRow(repo, quant, 0, size)
+            self.mount(row)
+            self.call_after_refresh(self.pull, row)  # once the row is composed
+        else:
+            row.stopped("starting…", resumable=False)
+            row.state = "starting"
+            self.pull(row)
+
+    @on(Button.Pressed, ".download-resume")
+    def _resume(self, event: Button.Pressed) -> None:
+        event.stop()
+        row = next(a for a in event.button.ancestors if isinstance(a, DownloadRow))
+        self.start(row.repo, row.quant)
+
+    @work(thread=True, group="downloads")
+    def pull(self, row: DownloadRow) -> None:
+        from edge_infer.store.pull import Puller
+
+        worker = get_current_worker()
+        call = self.app.call_from_thread
+
+        def progress(label: str, have: int, total: int):
+            last = [0.0]
+
+            def update(have: int, total: int) -> None:
+                if worker.is_cancelled:
+                    raise _Cancelled()
+                now = time.monotonic()
+                if now - last[0] >= 0.1 or have >= total:
+                    last[0] = now
+                    call(row.progress, label, have, total)
+
+            update(have, total)
+            return update
+
+        try:
+            result = Puller(progress=progress, say=lambda m: None).pull(row.spec)
+        except _Cancelled:
+            return
+        except Exception as exc:  # network, disk, checksum: say so, keep the partial
+            if not worker.is_cancelled:
+                call(row.stopped, f"[red]failed:[/red] {exc}", True)
+                call(self.notify, str(exc) or type(exc).__name__, title=f"Download of {row.spec} failed",
+                     severity="error", timeout=10)
+            return
+        label = result.model.label
+        text = f"{label} was already installed" if result.already else f"installed {label} ({human(result.model.size)})"
+        call(row.stopped, "[green]✓[/green] " + text, False)
+        call(self.post_message, self.Finished(label))
+        call(self.notify, text.capitalize() if result.already else text.replace("installed", "Installed", 1))
+        call(self.set_timer, 8.0, lambda: self._forget(row))
+
+    def _forget(self, row: DownloadRow) -> None:
+        if row.state == "done" and row.is_mounted:
+            row.remove()
+            self.call_after_refresh(lambda: setattr(self, "display", bool(self.rows())))

@@ -55,9 +55,11 @@ def main(args) -> int:
                 runs.setdefault(c, []).append(result)
                 print(f"  {args.label} c={c}: {result.agg_tok_s:.1f} tok/s", file=sys.stderr)
         ours, theirs = [median(runs[c]) for c in levels], []
-    print(comparison_table(ours, theirs))
-    print("HTTP streaming clients; TTFT = request sent to first text chunk; mem = server process RSS"
-          if args.compare is not None else "HTTP streaming clients; TTFT = request sent to first text chunk")
+    if theirs:
+        print(comparison_table(ours, theirs))
+        print("HTTP streaming clients; TTFT = request sent to first text chunk; mem = server process RSS")
+    else:
+        print(table(ours))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"max_tokens": args.max_tokens, "passes": [p.to_dict() for p in ours],
@@ -92,6 +94,17 @@ def _compare(args, levels):
                 print(f"  {server.label:<10} c={c}: {result.agg_tok_s:.1f} tok/s, TTFT p50 "
                       f"{result.ttft_p50_s * 1000:.0f} ms, {result.errors} errors", file=sys.stderr)
     return [median(runs[(0, c)]) for c in levels], [median(runs[(1, c)]) for c in levels]
+
+
+def table(passes: list) -> str:
+    lines = [f"{'system':<10} {'conc':>4} {'reqs':>4} {'err':>3} {'tokens':>6} {'agg tok/s':>9} "
+             f"{'req tok/s':>9} {'TTFT p50':>9} {'TTFT p95':>9}"]
+    for p in passes:
+        lines.append(f"{p.system:<10} {p.concurrency:>4} {p.requests:>4} {p.errors:>3} {p.tokens:>6} "
+                     f"{p.agg_tok_s:>9.1f} {p.per_req_tok_s:>9.1f} {p.ttft_p50_s * 1000:>7.0f}ms "
+                     f"{p.ttft_p95_s * 1000:>7.0f}ms")
+    lines.append("HTTP streaming clients; TTFT = request sent to first text chunk")
+    return "\n".join(lines)
 
 
 def median(passes: list):

@@ -119,7 +119,8 @@ class Server:
         k = job.top_logprobs
         choices = []
         for c in job.choices:
-            lps = wire.logprob_entries(c.logprobs, k, self.text_of) if job.logprobs else None
+            start = len(echo[c.index]) if echo else 0
+            lps = wire.logprob_entries(c.logprobs, k, self.text_of, start) if job.logprobs else None
             text = (echo[c.index] if echo else "") + c.text
             choices.append(wire.whole(c.index, text, c.finish.reason, lps))
         return JSONResponse(wire.response(choices, usage(*job.usage())))

@@ -39,17 +39,6 @@ def check_exposure(host: str, api_key: str | None) -> None:
                         f"it; pass --api-key/--api-key-file (or EDGE_INFER_API_KEY), or use 127.0.0.1")
 
 
-def check_bind(host: str, api_key: str | None, socket_path: str | None = None) -> None:
-    """The exposure rule for callers that let uvicorn bind (the TUI's server tab)."""
-    if not socket_path:
-        check_exposure(host, api_key)
-
-
-def prepare_socket(path: str | Path) -> None:
-    """Make way for a new socket at `path`: remove a stale one, refuse a live one."""
-    _clear_stale(Path(path).expanduser())
-
-
 def bind_tcp(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

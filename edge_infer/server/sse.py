@@ -52,7 +52,7 @@ async def stream_job(job: Job, wire, text_of: TokenText, echo: list[str] | None 
                 yield sse(wire.chunk([opening]))
             if echo:
                 yield sse(wire.chunk([wire.delta(c.index, echo[c.index], None)]))
-        offsets = [0] * len(job.choices)
+        offsets = [len(e) for e in echo] if echo else [0] * len(job.choices)  # legacy text_offset
         k = job.top_logprobs
         async for i, ev in job.events():
             if isinstance(ev, TokenEvent):
@@ -73,5 +73,7 @@ async def stream_job(job: Job, wire, text_of: TokenText, echo: list[str] | None 
         if wire.include_usage:
             yield sse(wire.chunk([], usage(*job.usage())))
         yield DONE
+    except Exception as exc:  # a bug of ours: still end the stream the way clients understand
+        yield sse(APIError(500, f"internal error: {exc}").body(), event="error")
     finally:
         job.cancel()  # the client left or something broke: free the slots now

@@ -122,6 +122,11 @@ def test_logprobs_text_completion(client):
     assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 3
     assert all(len(t) == 2 for t in lp.top_logprobs)
     assert lp.text_offset == [0, len(lp.tokens[0]), len(lp.tokens[0]) + len(lp.tokens[1])]
+    prompt = "The capital of France is"
+    echoed = client.completions.create(model="smollm2", prompt=prompt, temperature=0, max_tokens=3, logprobs=0,
+                                       echo=True).choices[0]
+    assert echoed.text == prompt + r.choices[0].text
+    assert echoed.logprobs.text_offset[0] == len(prompt) and echoed.logprobs.top_logprobs == [{}, {}, {}]
 
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import httpx
-import pytest
 
 from edge_infer.bench.http import stream_chat
 

@@ -81,6 +81,7 @@ class ChatPane(Widget):
     def on_mount(self) -> None:
         self.refresh_list()
         self.show(self.current)
+        self.query_one("#prompt", Input).focus()  # a new user can type right away
 
     # ---- conversation list ---------------------------------------------------------
     def refresh_list(self) -> None:
@@ -124,6 +125,7 @@ class ChatPane(Widget):
         if not self.current.messages and self.current.title == "New chat":
             self.current.title = text[:40]
             self.refresh_list()
+            self.update_title()
         self.add_message(Message("user", text))
         self.respond()
 

@@ -58,7 +58,7 @@ class StatsPane(Widget):
         snap = engine.snapshot()
         self.decode_history.append(snap.decode_tok_s)
         self.prefill_history.append(snap.prefill_tok_s)
-        self.query_one("#stats-model", Static).update(f"[b]{snap.model}[/b] · {self.app.host.description}")
+        self.query_one("#stats-model", Static).update(f"[b]{self.app.host.description}[/b]")
         self._bar("rss", snap.rss_bytes, self.total_ram, f"{snap.rss_bytes / MIB:.0f} MiB of {self.total_ram / MIB:.0f} MiB RAM")
         self._bar("weights", snap.weights_bytes, max(snap.rss_bytes, 1), f"{snap.weights_bytes / MIB:.0f} MiB")
         self._bar("kv", snap.kv_cells_used, snap.kv_cells_total,

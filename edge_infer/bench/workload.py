@@ -68,6 +68,19 @@ class PassResult:
 Client = Callable[[str], RequestResult]
 
 
+def parse_levels(text: str) -> list[int]:
+    """'1,2,4,8' -> [1, 2, 4, 8]; anything else is a clear error."""
+    from edge_infer.errors import EdgeInferError
+
+    try:
+        levels = sorted({int(c) for c in text.split(",") if c.strip()})
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1:
+        raise EdgeInferError("--concurrency needs positive integers like 1,2,4,8")
+    return levels
+
+
 def run_pass(system: str, client: Client, prompts: list[str], concurrency: int,
              rss: Callable[[], int]) -> PassResult:
     """`rss()` gives the system's memory in bytes, recorded in the result."""

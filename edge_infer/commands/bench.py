@@ -31,13 +31,10 @@ def main(args) -> int:
 
     from edge_infer.bench.local import SerialLlama, engine_client
     from edge_infer.bench.report import comparison_table, summary
-    from edge_infer.bench.workload import run_pass
+    from edge_infer.bench.workload import parse_levels, run_pass
     from edge_infer.engine import Engine
 
-    levels = sorted({int(c) for c in args.concurrency.split(",") if c.strip()})
-    if not levels or min(levels) < 1:
-        print("edge-infer: error: --concurrency needs positive integers like 1,2,4,8", file=sys.stderr)
-        return 2
+    levels = parse_levels(args.concurrency)
     path, name = resolve_model(args.model)
     settings = engine_settings(args, parallel=args.parallel or max(levels), ctx=args.ctx or 1024)
     proc = psutil.Process()

@@ -38,11 +38,9 @@ def register(sub) -> None:
 def main(args) -> int:
     from edge_infer.bench.http import Target, run_http_pass, warm_up
     from edge_infer.bench.report import comparison_table, summary
+    from edge_infer.bench.workload import parse_levels
 
-    levels = sorted({int(c) for c in args.concurrency.split(",") if c.strip()})
-    if not levels or min(levels) < 1:
-        print("edge-infer: error: --concurrency needs positive integers like 1,2,4,8", file=sys.stderr)
-        return 2
+    levels = parse_levels(args.concurrency)
     if args.compare is not None:
         ours, theirs = _compare(args, levels)
     else:

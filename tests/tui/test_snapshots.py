@@ -72,6 +72,7 @@ def fixed_app(tmp_path, edge_home, monkeypatch, smollm2_path):
 async def _stats_history(pilot):
     pane = pilot.app.query_one("#stats-pane")
     pane.poller.pause()  # a fixed picture: no more samples while the snapshot is taken
+    await pilot.pause()  # let the tab switch lay the pane out (hidden panes skip redraws)
     pane.decode_history.extend([100, 120, 150, 160, 150] * 4)
     pane.refresh_stats()
     await pilot.pause()

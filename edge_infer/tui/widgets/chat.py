@@ -6,6 +6,8 @@ engine thread wakes it), so keys keep working while the model generates.
 
 from __future__ import annotations
 
+import time
+
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,6 +17,9 @@ from textual.widgets import Button, Input, Label, ListItem, ListView, Markdown, 
 
 from edge_infer.tui.conversations import Conversation, ConversationStore, Message
 from edge_infer.tui.screens.dialogs import ConfirmScreen, ConversationSettingsScreen, TextPromptScreen
+
+
+FLUSH_S = 0.12  # seconds between redraws of a streaming reply
 
 
 def reply_stats(stats: dict | None) -> str:
@@ -165,13 +170,27 @@ class ChatPane(Widget):
         md = Markdown.get_stream(body)
         box = self.query_one("#messages", VerticalScroll)
         parts: list[str] = []
+        pending: list[str] = []
+        last_flush = 0.0
+
+        async def flush() -> None:
+            nonlocal last_flush
+            if pending:
+                await md.write("".join(pending))
+                pending.clear()
+                if box.max_scroll_y - box.scroll_y < 3:
+                    box.scroll_end(animate=False)
+            last_flush = time.monotonic()
+
         try:
             async for event in stream:
                 if event.text:
                     parts.append(event.text)
-                    await md.write(event.text)
-                    if box.max_scroll_y - box.scroll_y < 3:
-                        box.scroll_end(animate=False)
+                    pending.append(event.text)
+                # Redraw at most ~8 times a second: re-rendering Markdown on every token
+                # took half of the 2 cores from llama.cpp (60 vs 130 tok/s).
+                if time.monotonic() - last_flush > FLUSH_S or isinstance(event, FinishEvent):
+                    await flush()
                 if isinstance(event, FinishEvent):
                     st = event.stats
                     view.set_stats({"ttft_s": st.ttft_s, "decode_tok_s": st.decode_tok_s,

@@ -190,7 +190,6 @@ class Engine:
             for token in seq.prompt[-p.repeat_last_n:]:
                 seq.sampler.accept(token)
         seq.stats.cached_tokens = keep
-        seq.stats.prompt_eval_tokens = len(seq.prompt) - keep
         seq.stats.started_at = time.perf_counter()
         self._totals["prompt"] += len(seq.prompt)
         self._totals["prompt_eval"] += len(seq.prompt) - keep
@@ -242,7 +241,6 @@ class Engine:
             self._finish(seq, "stop")
             return
         seq.generated.append(token)
-        seq.stats.generated_tokens += 1
         self._totals["generated"] += 1
         text, stopped = seq.stops.feed(seq.utf8.feed(self.model.token_to_bytes(token)))
         seq.stream.put(TokenEvent(token, text, logprobs))
@@ -270,6 +268,7 @@ class Engine:
         if seq.status is Status.FINISHED:
             return
         seq.stats.finished_at = time.perf_counter()
+        seq.stats.generated_tokens = len(seq.generated)
         tail = ""
         if flush:
             tail, stopped = seq.stops.feed(seq.utf8.flush())

@@ -11,12 +11,16 @@ from dataclasses import asdict, dataclass, field
 class RequestStats:
     prompt_tokens: int = 0
     cached_tokens: int = 0         # prompt tokens reused from the KV cache (not evaluated)
-    prompt_eval_tokens: int = 0    # prompt tokens actually evaluated
-    generated_tokens: int = 0
+    generated_tokens: int = 0      # set when the request finishes (live: len(seq.generated))
     queued_at: float = 0.0
     started_at: float = 0.0        # got a slot
     first_token_at: float = 0.0
     finished_at: float = 0.0
+
+    @property
+    def prompt_eval_tokens(self) -> int:
+        """Prompt tokens actually evaluated."""
+        return self.prompt_tokens - self.cached_tokens
 
     @property
     def ttft_s(self) -> float:
@@ -35,7 +39,8 @@ class RequestStats:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(ttft_s=self.ttft_s, prefill_tok_s=self.prefill_tok_s, decode_tok_s=self.decode_tok_s)
+        d.update(prompt_eval_tokens=self.prompt_eval_tokens, ttft_s=self.ttft_s,
+                 prefill_tok_s=self.prefill_tok_s, decode_tok_s=self.decode_tok_s)
         return d
 
 

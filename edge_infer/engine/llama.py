@@ -94,31 +94,24 @@ class LlamaModel:
                 raise RuntimeError("tokenization failed")
         return list(buf[:n])
 
-    def token_to_bytes(self, token: int, special: bool = False) -> bytes:
-        # Not thread-safe (shared buffer): only the engine thread detokenizes.
-        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece_buf, 256, 0, special)
-        if n < 0:
-            buf = ctypes.create_string_buffer(-n)
-            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, -n, 0, special)
-            return buf.raw[:n]
-        return self._piece_buf.raw[:n]
-
-    def piece(self, token: int, special: bool = False) -> bytes:
-        """token_to_bytes with a buffer of its own: safe from any thread (server logprobs)."""
-        buf = ctypes.create_string_buffer(256)
-        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, 256, 0, special)
-        if n < 0:
+    def _piece_into(self, buf, token: int, special: bool) -> bytes:
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        if n < 0:  # the piece is longer than buf: -n is the size it needs
             buf = ctypes.create_string_buffer(-n)
             n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, -n, 0, special)
         return buf.raw[:n]
 
+    def token_to_bytes(self, token: int, special: bool = False) -> bytes:
+        # Not thread-safe (shared buffer): only the engine thread detokenizes.
+        return self._piece_into(self._piece_buf, token, special)
+
+    def piece(self, token: int, special: bool = False) -> bytes:
+        """token_to_bytes with a buffer of its own: safe from any thread (server logprobs)."""
+        return self._piece_into(ctypes.create_string_buffer(256), token, special)
+
     def detokenize(self, tokens: list[int], special: bool = False) -> str:
         buf = ctypes.create_string_buffer(256)
-        out = bytearray()
-        for t in tokens:
-            n = llama_cpp.llama_token_to_piece(self.vocab, t, buf, 256, 0, special)
-            out += buf.raw[:max(n, 0)]
-        return out.decode("utf-8", errors="replace")
+        return b"".join(self._piece_into(buf, t, special) for t in tokens).decode("utf-8", errors="replace")
 
     def is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))

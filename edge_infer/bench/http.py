@@ -11,15 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 
-from edge_infer.bench.workload import QUESTIONS, PassResult, RequestResult
-from edge_infer.engine.stats import percentile
+from edge_infer.bench.workload import QUESTIONS, PassResult, RequestResult, summarize
 
 
 @dataclass
@@ -109,17 +107,10 @@ def run_http_pass(label: str, target: Target, concurrency: int, requests: int, m
     t0 = time.perf_counter()
     asyncio.run(run())
     wall = time.perf_counter() - t0
-    ok = [r for r in results if r.error is None]
     for r in results:
         if r.error:
             print(f"  {label} error: {r.error}", file=sys.stderr)
-    tokens = sum(r.tokens for r in ok)
-    ttfts = [r.ttft_s for r in ok]
-    return PassResult(
-        system=label, concurrency=concurrency, requests=len(results), errors=len(results) - len(ok),
-        tokens=tokens, wall_s=wall, agg_tok_s=tokens / wall if wall > 0 else 0.0,
-        per_req_tok_s=statistics.median([r.decode_tok_s for r in ok]) if ok else 0.0,
-        ttft_p50_s=percentile(ttfts, 0.5), ttft_p95_s=percentile(ttfts, 0.95), mem_mib=rss() / 2**20)
+    return summarize(label, concurrency, results, wall, rss())
 
 
 def warm_up(target: Target) -> None:

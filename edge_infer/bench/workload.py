@@ -114,7 +114,12 @@ def run_pass(system: str, client: Client, prompts: list[str], concurrency: int,
             t.start()
         for t in threads:
             t.join()
-    wall = time.perf_counter() - t0
+    return summarize(system, concurrency, results, time.perf_counter() - t0, rss())
+
+
+def summarize(system: str, concurrency: int, results: list[RequestResult], wall: float,
+              mem_bytes: int) -> PassResult:
+    """One pass's requests -> the row the tables print (shared by bench and loadtest)."""
     ok = [r for r in results if r.error is None]
     tokens = sum(r.tokens for r in ok)
     ttfts = [r.ttft_s for r in ok]
@@ -123,4 +128,4 @@ def run_pass(system: str, client: Client, prompts: list[str], concurrency: int,
         tokens=tokens, wall_s=wall, agg_tok_s=tokens / wall if wall > 0 else 0.0,
         per_req_tok_s=statistics.median([r.decode_tok_s for r in ok]) if ok else 0.0,
         ttft_p50_s=percentile(ttfts, 0.5), ttft_p95_s=percentile(ttfts, 0.95),
-        mem_mib=rss() / 2**20)
+        mem_mib=mem_bytes / 2**20)

@@ -1,6 +1,6 @@
 """The only room that talks to llama.cpp for inference. Public API below."""
 
-from edge_infer.engine.sampling import GREEDY, SamplingParams
+from edge_infer.engine.sampling import SamplingParams
 from edge_infer.engine.sequence import Request
 from edge_infer.engine.stream import Completion, FinishEvent, RequestStream, TokenEvent
 
@@ -13,5 +13,5 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["Engine", "BadRequestError", "Request", "SamplingParams", "GREEDY", "Completion",
+__all__ = ["Engine", "BadRequestError", "Request", "SamplingParams", "Completion",
            "FinishEvent", "RequestStream", "TokenEvent"]

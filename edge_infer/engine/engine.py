@@ -177,7 +177,7 @@ class Engine:
         n_swa = self.model.n_swa
         if keep > 0 and n_swa > 0 and self.ctx.seq_pos_min(slot.id) > max(0, keep - n_swa):
             keep = 0  # sliding-window cache already dropped positions the suffix attends to
-        if keep < len(slot.cached) or keep == 0:
+        if keep < len(slot.cached):  # slot.cached mirrors exactly what the KV cache holds
             if not self.ctx.seq_rm(slot.id, keep, -1):
                 self.ctx.seq_rm(slot.id, -1, -1)  # removing a whole sequence never fails
                 keep = 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +18,8 @@ log = logging.getLogger("edge_infer.llama")
 
 _backend_lock = threading.Lock()
 _backend_ready = False
-# llama.cpp logs through one process-wide callback; keep the last lines so load-time
-# reports (buffer sizes) can be read back, and route everything to logging at DEBUG.
-LLAMA_LOG: deque[str] = deque(maxlen=2000)
+# llama.cpp logs through one process-wide callback: capture_log() collects the lines of a
+# load (buffer sizes are read back from them); everything goes to logging at DEBUG.
 _captures: list[list[str]] = []
 
 
@@ -40,7 +38,6 @@ class capture_log:
 @llama_cpp.llama_log_callback
 def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     line = text.decode("utf-8", errors="replace")
-    LLAMA_LOG.append(line)
     for lines in _captures:
         lines.append(line)
     if log.isEnabledFor(logging.DEBUG):

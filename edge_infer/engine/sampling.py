@@ -50,8 +50,6 @@ class SamplingParams:
         return self.repeat_penalty != 1.0 or bool(self.presence_penalty) or bool(self.frequency_penalty)
 
 
-GREEDY = SamplingParams(temperature=0.0)
-
 
 def build_sampler(model: LlamaModel, p: SamplingParams) -> SamplerChain:
     chain = SamplerChain()

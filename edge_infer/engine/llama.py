@@ -169,6 +169,7 @@ class LlamaContext:
         self.n_seq_max = llama_cpp.llama_n_seq_max(self.handle)
 
     def decode(self, batch: "LlamaBatch") -> int:
+        batch.handle.n_tokens = batch.n  # once per step, not once per added token
         return llama_cpp.llama_decode(self.handle, batch.handle)
 
     def logits_ptr(self, i: int):
@@ -209,7 +210,6 @@ class LlamaBatch:
 
     def clear(self) -> None:
         self.n = 0
-        self.handle.n_tokens = 0
 
     def add(self, token: int, pos: int, seq: int, want_logits: bool) -> int:
         """Append a token; returns its index (the row of its logits when wanted)."""
@@ -220,7 +220,6 @@ class LlamaBatch:
         self._seq_id[i][0] = seq
         self._logits[i] = want_logits
         self.n = i + 1
-        self.handle.n_tokens = self.n
         return i
 
     def close(self) -> None:

@@ -61,24 +61,24 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
 
     @on(Input.Changed)
     def update_plan(self) -> None:
-        from edge_infer.engine.memory import estimate_memory
+        from edge_infer.engine.memory import NO_FIT, engine_estimate_kwargs, estimate_memory, verdict
 
         s = self.chosen()
         plan = self.query_one("#plan", Static)
         if s is None or self.info is None:
             plan.update("[yellow]Enter whole numbers (context at least 16).[/yellow]")
             return
-        est = estimate_memory(self.info, s.ctx, s.parallel, n_gpu_layers=s.n_gpu_layers, swa_full=s.swa_full,
-                              n_batch=s.n_batch, kv_unified=s.kv_unified, flash_attn=s.flash_attn != "off")
+        est = estimate_memory(self.info, s.ctx, s.parallel, n_gpu_layers=s.n_gpu_layers,
+                              **engine_estimate_kwargs(s))
         free = psutil.virtual_memory().available
-        verdict = ("fits" if est.total_bytes < 0.7 * free else
-                   "tight" if est.total_bytes < free else "[red]does not fit[/red]")
+        fit = verdict(est.total_bytes, free)  # the same rule as the installed table's verdicts
+        fit = f"[red]{fit}[/red]" if fit == NO_FIT else fit
         warn = "" if s.ctx <= self.info.context_length else \
             f"\n[yellow]trained context is {self.info.context_length}: quality may drop beyond it[/yellow]"
         plan.update(
             f"memory plan: weights {est.weights_bytes / MIB:.0f} MiB + KV {est.kv_bytes / MIB:.0f} MiB "
             f"+ compute {est.compute_bytes / MIB:.0f} MiB = [b]{est.total_bytes / MIB:.0f} MiB[/b] "
-            f"({free / MIB:.0f} MiB available: {verdict}){warn}")
+            f"({free / MIB:.0f} MiB available: {fit}){warn}")
 
     @on(Button.Pressed)
     def done(self, event: Button.Pressed) -> None:

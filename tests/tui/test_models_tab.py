@@ -79,8 +79,7 @@ async def test_download_shows_progress_survives_tab_switches_and_installs(make_a
         await pilot.press("f4")
         await wait_for(pilot, lambda: row.state == "done", timeout=120)
         await pilot.press("f2")
-        await pilot.pause()
-        assert f"{SMOL_REPO}:Q4_1" in labels(app)
+        await wait_for(pilot, lambda: f"{SMOL_REPO}:Q4_1" in labels(app))
 
 
 async def test_download_cut_by_quitting_resumes_at_the_next_start(make_app, tui_hub, edge_home):
@@ -116,7 +115,7 @@ async def test_download_cut_by_quitting_resumes_at_the_next_start(make_app, tui_
         assert "Resume" in str(row.query_one(".download-status").render())
         row.query_one(".download-resume", Button).press()
         await wait_for(pilot, lambda: row.state == "done", timeout=120)
-        assert f"{SMOL_REPO}:Q4_1" in labels(again)
+        await wait_for(pilot, lambda: f"{SMOL_REPO}:Q4_1" in labels(again))
     assert tui_hub.served() < ModelStore().installed()[0].size  # only the missing bytes travelled
 
 

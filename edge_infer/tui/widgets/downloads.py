@@ -174,8 +174,10 @@ class DownloadsPanel(Widget):
             return
         label = result.model.label
         text = f"{label} was already installed" if result.already else f"installed {label} ({human(result.model.size)})"
-        call(row.stopped, "[green]✓[/green] " + text, False)
+        # Tell the Models pane first, so the installed table lists the model by the time the
+        # row says done (both messages are handled in order on the UI thread).
         call(self.post_message, self.Finished(label))
+        call(self.call_after_refresh, row.stopped, "[green]✓[/green] " + text, False)
         call(self.notify, text.capitalize() if result.already else text.replace("installed", "Installed", 1))
         call(self.set_timer, 8.0, lambda: self._forget(row))
 

@@ -23,7 +23,7 @@ from edge_infer.engine.llama import (ContextParams, LlamaBatch, LlamaContext, Ll
 from edge_infer.engine.load_report import kv_bytes_reported
 from edge_infer.engine.prompt import BadRequestError, Prompter
 from edge_infer.engine.sampling import build_sampler
-from edge_infer.engine.scheduler import BatchItem, Scheduler
+from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler
 from edge_infer.engine.sequence import Request, Sequence, Status
 from edge_infer.engine.snapshot import build_snapshot
 from edge_infer.engine.stats import EngineSnapshot, FinishedRequest, RateMeter
@@ -55,7 +55,11 @@ class Engine:
         self.prompts = Prompter(self.model, self.info.architecture)
         self.template = self.prompts.template
         self.batch = LlamaBatch(s.n_batch)
-        self.scheduler = Scheduler(s.parallel, s.n_batch)
+        # Sharing cells between sequences needs one unified buffer; with sliding-window
+        # layers a shared cell could not be recycled by the window, so those models keep
+        # to per-slot reuse.
+        self.scheduler = Scheduler(s.parallel, s.n_batch,
+                                   share_prefixes=s.kv_unified and self.model.n_swa == 0)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._live: dict[str, Sequence] = {}  # submitted and not finished
@@ -138,8 +142,8 @@ class Engine:
                 break
             try:
                 self._drop_cancelled()
-                for seq, slot, keep in sched.admit():
-                    self._start(seq, slot, keep)
+                for admission in sched.admit():
+                    self._start(admission)
                 items = sched.plan()
                 if items:
                     self._step(items)
@@ -172,10 +176,15 @@ class Engine:
         for seq in [s for s in self.scheduler.running if s.cancelled]:
             self._finish(seq, "cancelled")
 
-    def _start(self, seq: Sequence, slot, keep: int) -> None:
-        """Reuse the slot's cached prefix when llama.cpp still holds all it needs."""
+    def _start(self, admission: Admission) -> None:
+        """Reuse a cached prefix (the slot's own or a donor's) when llama.cpp holds all it needs."""
+        seq, slot, keep, donor = admission.seq, admission.slot, admission.keep, admission.donor
         n_swa = self.model.n_swa
-        if keep > 0 and n_swa > 0 and self.ctx.seq_pos_min(slot.id) > max(0, keep - n_swa):
+        if donor is not None:
+            self.ctx.seq_rm(slot.id, -1, -1)
+            self.ctx.seq_cp(donor.id, slot.id, 0, keep)
+            slot.cached[:] = donor.cached[:keep]
+        elif keep > 0 and n_swa > 0 and self.ctx.seq_pos_min(slot.id) > max(0, keep - n_swa):
             keep = 0  # sliding-window cache already dropped positions the suffix attends to
         if keep < len(slot.cached):  # slot.cached mirrors exactly what the KV cache holds
             if not self.ctx.seq_rm(slot.id, keep, -1):

@@ -178,6 +178,11 @@ class LlamaContext:
     def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
         return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq, p0, p1))
 
+    def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
+        """Let `dst` see `src`'s cells at positions [p0, p1). Only on a unified KV cache:
+        across split streams llama.cpp asserts (aborts) unless the whole buffer is copied."""
+        llama_cpp.llama_memory_seq_cp(self.memory, src, dst, p0, p1)
+
     def seq_pos_min(self, seq: int) -> int:
         return llama_cpp.llama_memory_seq_pos_min(self.memory, seq)
 

@@ -40,36 +40,65 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return i
 
 
+@dataclass
+class Admission:
+    seq: Sequence
+    slot: Slot
+    keep: int                  # prompt tokens whose KV is reused (not evaluated again)
+    donor: Slot | None = None  # another slot the first `keep` cells are shared from
+
+
 class Scheduler:
-    def __init__(self, n_slots: int, n_batch: int):
+    def __init__(self, n_slots: int, n_batch: int, share_prefixes: bool = False):
         self.slots = [Slot(i) for i in range(n_slots)]
         self.n_batch = n_batch
+        # Share a prefix held by another slot (llama.cpp's seq_cp: in one unified KV buffer
+        # the cells are tagged with both sequences, nothing is copied). Requests with the same
+        # system prompt then evaluate it once, and a free slot's own history survives.
+        self.share_prefixes = share_prefixes
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
 
-    def admit(self) -> list[tuple[Sequence, Slot, int]]:
+    def admit(self) -> list[Admission]:
         """Give free slots to waiting sequences, first come first served.
 
-        Returns (sequence, slot, reusable prefix length). The prefix leaves at least one
-        prompt token to evaluate, because sampling needs the logits of the last one.
+        The engine must start them in the order returned: a slot given out earlier in the
+        same call keeps only its own `keep` tokens, which is all a later donor may share.
+        A reused prefix always leaves one prompt token to evaluate (sampling needs its logits).
         """
-        admitted = []
+        admitted: list[Admission] = []
+        kept: dict[int, int] = {}  # slot id -> tokens it still holds once started
         while self.waiting:
             free = [s for s in self.slots if s.seq is None]
             if not free:
                 break
             seq = self.waiting.popleft()
-            best = max(free, key=lambda s: (common_prefix(s.cached, seq.prompt), -s.last_used))
-            keep = min(common_prefix(best.cached, seq.prompt), len(seq.prompt) - 1)
+            limit = len(seq.prompt) - 1
+
+            def usable(slot: Slot) -> int:
+                return min(common_prefix(slot.cached, seq.prompt), kept.get(slot.id, limit), limit)
+
+            if self.share_prefixes:
+                # Evict least: an empty slot, or one whose cache the prompt continues, loses
+                # nothing; ties go to the least recently used.
+                best = min(free, key=lambda s: (len(s.cached) - usable(s), s.last_used))
+            else:
+                best = max(free, key=lambda s: (usable(s), -s.last_used))
+            keep, donor = usable(best), None
+            if self.share_prefixes:
+                other = max((s for s in self.slots if s is not best), key=usable, default=None)
+                if other is not None and usable(other) > keep:
+                    keep, donor = usable(other), other
             best.seq = seq
             best.last_used = next(_tick)
+            kept[best.id] = keep
             seq.slot = best.id
             seq.status = Status.PREFILL
             self.running.append(seq)
-            admitted.append((seq, best, keep))
+            admitted.append(Admission(seq, best, keep, donor))
         return admitted
 
     def plan(self) -> list[BatchItem]:

@@ -21,10 +21,10 @@ def test_admits_fcfs_until_slots_run_out():
     for x in (a, b, c):
         s.add(x)
     admitted = s.admit()
-    assert [x[0] for x in admitted] == [a, b]
+    assert [x.seq for x in admitted] == [a, b]
     assert list(s.waiting) == [c] and c.status is Status.WAITING
     s.finish(a)
-    assert [x[0] for x in s.admit()] == [c]
+    assert [x.seq for x in s.admit()] == [c]
 
 
 def test_picks_the_slot_with_the_longest_common_prefix():
@@ -34,26 +34,26 @@ def test_picks_the_slot_with_the_longest_common_prefix():
     s.slots[2].cached = [1, 2]
     new = seq([1, 2, 3, 4, 7, 8])
     s.add(new)
-    (got, slot, keep), = s.admit()
-    assert slot.id == 1 and keep == 4
+    (got,) = s.admit()
+    assert got.slot.id == 1 and got.keep == 4 and got.donor is None
 
 
 def test_always_leaves_one_prompt_token_to_evaluate():
     s = Scheduler(n_slots=1, n_batch=64)
     s.slots[0].cached = [1, 2, 3, 4]
     s.add(seq([1, 2, 3]))
-    (_, _, keep), = s.admit()
-    assert keep == 2
+    (got,) = s.admit()
+    assert got.keep == 2
 
 
 def test_ties_go_to_the_least_recently_used_slot():
     s = Scheduler(n_slots=2, n_batch=64)
     first = seq([1])
     s.add(first)
-    (_, slot_a, _), = s.admit()
+    slot_a = s.admit()[0].slot
     s.finish(first)
     s.add(seq([2]))
-    (_, slot_b, _), = s.admit()
+    slot_b = s.admit()[0].slot
     assert slot_b.id != slot_a.id  # the other (older) slot keeps the first one's cache intact
 
 
@@ -86,3 +86,55 @@ def test_chunked_prefill_resumes_where_it_stopped():
         chunks.append((item.pos, item.tokens, item.wants_logits))
         p.n_past += len(item.tokens)
     assert chunks == [(0, [0, 1, 2, 3], False), (4, [4, 5, 6, 7], False), (8, [8, 9], True)]
+
+
+SYSTEM = [7, 7, 7, 7, 7, 7]
+
+
+def test_sharing_takes_a_busy_slots_prefix_and_keeps_free_histories():
+    s = Scheduler(n_slots=3, n_batch=64, share_prefixes=True)
+    busy = seq(SYSTEM + [1, 1])
+    s.add(busy)
+    s.admit()
+    s.slots[busy.slot].cached = SYSTEM + [1, 1, 5]        # decoding
+    other = next(x for x in s.slots if x.seq is None)
+    other.cached = SYSTEM + [2, 2, 2, 2]                  # a finished chat's history
+    new = seq(SYSTEM + [3, 3])
+    s.add(new)
+    (got,) = s.admit()
+    # The empty slot loses nothing; the system prompt comes from a donor.
+    assert got.slot.cached == [] and got.keep == len(SYSTEM)
+    assert got.donor is not None and got.donor.id in (busy.slot, other.id)
+
+
+def test_sharing_continues_a_conversation_in_its_own_slot():
+    s = Scheduler(n_slots=2, n_batch=64, share_prefixes=True)
+    s.slots[0].cached = SYSTEM + [2, 2]
+    turn = seq(SYSTEM + [2, 2, 9, 9])
+    s.add(turn)
+    (got,) = s.admit()
+    assert got.slot.id == 0 and got.keep == len(SYSTEM) + 2 and got.donor is None
+
+
+def test_a_donor_given_out_in_the_same_round_shares_only_what_it_keeps():
+    s = Scheduler(n_slots=2, n_batch=64, share_prefixes=True)
+    s.slots[0].cached = SYSTEM + [4, 4, 4]
+    s.slots[1].cached = [8] * 12
+    a = seq(SYSTEM[:3] + [5])        # continues slot 0 for 3 tokens; slot 0 will hold only those
+    b = seq(SYSTEM + [4, 4, 6])      # would like 8 tokens of slot 0's old cache
+    s.add(a)
+    s.add(b)
+    got_a, got_b = s.admit()
+    assert got_a.slot.id == 0 and got_a.keep == 3
+    assert got_b.slot.id == 1 and got_b.donor is s.slots[0] and got_b.keep == 3
+
+
+def test_no_sharing_without_the_flag():
+    s = Scheduler(n_slots=2, n_batch=64)
+    busy = seq(SYSTEM + [1])
+    s.add(busy)
+    s.admit()
+    s.slots[busy.slot].cached = SYSTEM + [1]
+    s.add(seq(SYSTEM + [3]))
+    (got,) = s.admit()
+    assert got.donor is None and got.keep == 0

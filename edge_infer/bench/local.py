@@ -58,7 +58,10 @@ class SerialLlama:
 
     def _complete(self, prompt: str, max_tokens: int) -> tuple[float | None, float, int]:
         first, n = None, 0
-        for _chunk in self.llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, stream=True):
+        for chunk in self.llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, stream=True):
+            choice = chunk["choices"][0]
+            if choice["finish_reason"] is not None and not choice["text"]:
+                continue  # the closing chunk carries no new token
             n += 1
             if first is None:
                 first = time.perf_counter()

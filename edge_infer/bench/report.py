@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from edge_infer.bench.workload import PassResult
 
-HEADER = (f"{'system':<10} {'conc':>4} {'reqs':>4} {'err':>3} {'tokens':>6} {'agg tok/s':>9} "
+HEADER = (f"{'system':<12} {'conc':>4} {'reqs':>4} {'err':>3} {'tokens':>6} {'agg tok/s':>9} "
           f"{'req tok/s':>9} {'TTFT p50':>9} {'TTFT p95':>9} {'mem MiB':>8} {'x agg':>6} {'x TTFT':>7}")
 
 
 def _row(p: PassResult, base: PassResult | None) -> str:
     agg_ratio = f"{p.agg_tok_s / base.agg_tok_s:.2f}" if base and base.agg_tok_s else "-"
     ttft_ratio = f"{p.ttft_p50_s / base.ttft_p50_s:.3f}" if base and base.ttft_p50_s else "-"
-    return (f"{p.system:<10} {p.concurrency:>4} {p.requests:>4} {p.errors:>3} {p.tokens:>6} "
+    return (f"{p.system:<12} {p.concurrency:>4} {p.requests:>4} {p.errors:>3} {p.tokens:>6} "
             f"{p.agg_tok_s:>9.1f} {p.per_req_tok_s:>9.1f} {p.ttft_p50_s * 1000:>7.0f}ms "
             f"{p.ttft_p95_s * 1000:>7.0f}ms {p.mem_mib:>8.0f} {agg_ratio:>6} {ttft_ratio:>7}")
 

@@ -18,9 +18,9 @@ def register(sub) -> None:
     p.add_argument("--repeat", type=int, default=1,
                    help="passes per system and concurrency; the median pass is reported (noisy machines)")
     p.add_argument("--no-baseline", action="store_true", help="skip the llama_cpp.Llama baseline")
-    p.add_argument("--baseline-flash-attn", choices=["same", "off"], default="same",
-                   help="'same' gives the baseline the engine's flash-attention setting (isolates "
-                        "batching); 'off' is llama-cpp-python's default")
+    p.add_argument("--baseline-flash-attn", choices=["both", "off", "same"], default="both",
+                   help="'off' runs Llama as llama-cpp-python ships it; 'same' gives it the engine's "
+                        "flash-attention setting (isolates batching); 'both' runs both, one table each")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     add_engine_args(p)
     p.set_defaults(func=main)
@@ -38,18 +38,25 @@ def main(args) -> int:
     path, name = resolve_model(args.model)
     settings = engine_settings(args, parallel=args.parallel or max(levels), ctx=args.ctx or 1024)
     proc = psutil.Process()
-    fa = settings.flash_attn != "off" and args.baseline_flash_attn == "same"
 
     def load_engine():
         engine = Engine(path, settings, name=name)
         return engine_client(engine, args.max_tokens), engine_client(engine, 4), engine.close
 
-    def load_baseline():
-        base = SerialLlama(path, n_ctx=settings.ctx, n_threads=settings.n_threads,
-                           n_batch=settings.n_batch, flash_attn=fa)
-        return base.client(args.max_tokens), base.client(4), base.close
+    def baseline(flash_attn: bool):
+        def load():
+            base = SerialLlama(path, n_ctx=settings.ctx, n_threads=settings.n_threads,
+                               n_batch=settings.n_batch, flash_attn=flash_attn)
+            return base.client(args.max_tokens), base.client(4), base.close
+        return load
 
-    systems = [("engine", load_engine)] + ([] if args.no_baseline else [("llama_cpp", load_baseline)])
+    baselines = []
+    if not args.no_baseline:
+        if args.baseline_flash_attn in ("both", "off") or settings.flash_attn == "off":
+            baselines.append(("llama_cpp", "llama_cpp.Llama as shipped (flash attention off)", baseline(False)))
+        if args.baseline_flash_attn in ("both", "same") and settings.flash_attn != "off":
+            baselines.append(("llama_cpp+fa", "llama_cpp.Llama with the engine's flash attention", baseline(True)))
+    systems = [("engine", load_engine)] + [(label, load) for label, _, load in baselines]
     prompts = _prompts(path, args.requests)
     print(f"{name}: {args.requests} requests x {args.max_tokens} tokens, greedy, {settings.n_threads} "
           f"threads, {settings.parallel} slots, flash attention {settings.flash_attn}", file=sys.stderr)
@@ -70,14 +77,19 @@ def main(args) -> int:
             runs.setdefault((label, c), []).append(result)
             print(f"  {label:<9} c={c}: {result.agg_tok_s:.1f} tok/s", file=sys.stderr)
     passes = {label: [_median(runs[(label, c)]) for c in levels] for label, _ in systems}
-    engine_passes, base_passes = passes["engine"], passes.get("llama_cpp", [])
-    print(comparison_table(engine_passes, base_passes))
+    engine_passes = passes["engine"]
+    if not baselines:
+        print(comparison_table(engine_passes, []))
+    for label, title, _ in baselines:
+        print(f"\nengine vs {title}:")
+        print(comparison_table(engine_passes, passes[label]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"model": name, "settings": settings.__dict__, "max_tokens": args.max_tokens,
                        "engine": [p.to_dict() for p in engine_passes],
-                       "baseline": [p.to_dict() for p in base_passes],
-                       "ratios": summary(engine_passes, base_passes)}, f, indent=2)
+                       "baselines": {label: {"title": title, "passes": [p.to_dict() for p in passes[label]],
+                                             "ratios": summary(engine_passes, passes[label])}
+                                     for label, title, _ in baselines}}, f, indent=2)
     return 0
 
 

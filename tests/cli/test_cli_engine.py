@@ -66,9 +66,14 @@ def test_bench_prints_engine_and_baseline_side_by_side(smollm2_path, tmp_path):
     r = edge_infer("bench", smollm2_path, "--concurrency", "1,2", "--requests", "2", "--max-tokens", "8",
                    "--json", out)
     assert r.returncode == 0, r.stderr
-    rows = [line.split()[0] for line in r.stdout.splitlines()[1:] if line and line.split()[0] in ("engine", "llama_cpp")]
-    assert rows == ["engine", "llama_cpp", "engine", "llama_cpp"]
+    # One table per baseline: Llama as shipped, and Llama with the engine's flash attention.
+    rows = [line.split()[0] for line in r.stdout.splitlines()
+            if len(line.split()) > 2 and line.split()[1].isdigit()]
+    assert rows == ["engine", "llama_cpp", "engine", "llama_cpp"] + ["engine", "llama_cpp+fa"] * 2
+    assert "as shipped (flash attention off)" in r.stdout
     data = json.loads(out.read_text())
     assert [p["concurrency"] for p in data["engine"]] == [1, 2]
-    assert all(p["errors"] == 0 and p["tokens"] > 0 for p in data["engine"] + data["baseline"])
-    assert set(data["ratios"]) == {"1", "2"}
+    assert set(data["baselines"]) == {"llama_cpp", "llama_cpp+fa"}
+    for base in data["baselines"].values():
+        assert all(p["errors"] == 0 and p["tokens"] > 0 for p in data["engine"] + base["passes"])
+        assert set(base["ratios"]) == {"1", "2"}

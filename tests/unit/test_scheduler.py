@@ -1,7 +1,7 @@
 """Scheduler decisions with fake sequences (no model): slots, prefix choice, batch plan."""
 
 from edge_infer.engine.sampling import SamplingParams
-from edge_infer.engine.scheduler import Scheduler, common_prefix
+from edge_infer.engine.scheduler import SMALL_LOSS, Scheduler, common_prefix
 from edge_infer.engine.sequence import Request, Sequence, Status
 
 
@@ -98,13 +98,22 @@ def test_sharing_takes_a_busy_slots_prefix_and_keeps_free_histories():
     s.admit()
     s.slots[busy.slot].cached = SYSTEM + [1, 1, 5]        # decoding
     other = next(x for x in s.slots if x.seq is None)
-    other.cached = SYSTEM + [2, 2, 2, 2]                  # a finished chat's history
+    other.cached = SYSTEM + [2] * (SMALL_LOSS + 1)        # a finished chat's long history
     new = seq(SYSTEM + [3, 3])
     s.add(new)
     (got,) = s.admit()
     # The empty slot loses nothing; the system prompt comes from a donor.
     assert got.slot.cached == [] and got.keep == len(SYSTEM)
     assert got.donor is not None and got.donor.id in (busy.slot, other.id)
+
+
+def test_sharing_overwrites_short_leftovers_to_keep_the_cache_compact():
+    s = Scheduler(n_slots=3, n_batch=64, share_prefixes=True)
+    s.slots[1].cached = SYSTEM + [2] * 40                 # a short finished request
+    new = seq(SYSTEM + [3, 3])
+    s.add(new)
+    (got,) = s.admit()
+    assert got.slot.id == 1 and got.keep == len(SYSTEM) and got.donor is None
 
 
 def test_sharing_continues_a_conversation_in_its_own_slot():

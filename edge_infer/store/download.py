@@ -113,6 +113,16 @@ def list_partials(models_root: Path) -> list[PartialDownload]:
     return found
 
 
+def discard_partial(partial: PartialDownload) -> None:
+    """Delete an interrupted download's bytes and description (the user gave up on it).
+    Refused while a pull holds its lock: that download is still running."""
+    lock = partial.part.with_suffix(".lock")
+    with _Lock(lock):
+        partial.part.unlink(missing_ok=True)
+        partial.part.with_suffix(".json").unlink(missing_ok=True)
+    lock.unlink(missing_ok=True)
+
+
 def check_disk_space(folder: Path, need: int, what: str) -> None:
     """Raise DiskFullError unless `need` more bytes fit on the disk holding `folder`."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -119,6 +119,45 @@ async def test_download_cut_by_quitting_resumes_at_the_next_start(make_app, tui_
     assert tui_hub.served() < ModelStore().installed()[0].size  # only the missing bytes travelled
 
 
+async def test_stop_keeps_the_bytes_resume_finishes_and_discard_deletes(make_app, tui_hub):
+    from edge_infer.store.download import list_partials
+    from edge_infer.store.store import ModelStore
+
+    tui_hub.throttle = 8 * 2**20
+    app = make_app(load=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await list_repo(pilot)
+        panel = app.query_one("#downloads")
+        panel.start(SMOL_REPO, "Q4_1")
+        await wait_for(pilot, lambda: app.query(DownloadRow) and app.query_one(DownloadRow).have > 2**20)
+        row = app.query_one(DownloadRow)
+        assert row.query_one(".download-stop", Button).display
+        row.query_one(".download-stop", Button).press()
+        await wait_for(pilot, lambda: row.state == "paused", timeout=30)
+        assert "Resume" in str(row.query_one(".download-status").render())
+        kept = list_partials(ModelStore().root)
+        assert len(kept) == 1 and kept[0].have > 2**20 and not ModelStore().installed()
+        # Resume in the same session: only the rest travels, then it installs.
+        tui_hub.throttle = None
+        tui_hub.reset_counters()
+        row.query_one(".download-resume", Button).press()
+        await wait_for(pilot, lambda: row.state == "done", timeout=120)
+        await wait_for(pilot, lambda: f"{SMOL_REPO}:Q4_1" in labels(app))
+        assert tui_hub.served() == ModelStore().installed()[0].size - kept[0].have
+
+        # Stop another download and discard it: its bytes are gone and nothing is listed.
+        tui_hub.throttle = 8 * 2**20
+        panel.start(SMOL_REPO, "Q8_0")
+        await wait_for(pilot, lambda: panel.row(SMOL_REPO, "Q8_0") and panel.row(SMOL_REPO, "Q8_0").have > 2**20)
+        other = panel.row(SMOL_REPO, "Q8_0")
+        other.query_one(".download-stop", Button).press()
+        await wait_for(pilot, lambda: other.state == "paused", timeout=30)
+        other.query_one(".download-discard", Button).press()
+        await wait_for(pilot, lambda: not list_partials(ModelStore().root) and other not in panel.rows())
+        assert "Discarded" in notes(app)
+        assert labels(app) == [f"{SMOL_REPO}:Q4_1"]
+
+
 async def test_quantize_from_the_tab_adds_an_entry_and_refusals_are_notifications(make_app, smol_store):
     app = make_app(load=False)
     async with app.run_test(size=(100, 30)) as pilot:

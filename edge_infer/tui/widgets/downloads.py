@@ -3,7 +3,8 @@
 The pull runs in a thread worker of this panel, which lives in the Models pane (mounted
 for the app's whole life: switching tabs never stops a download). The store keeps the
 partial file, so a download cut by quitting shows up again at the next start with a
-Resume button; resuming is the same pull, which continues from the partial bytes.
+Resume button; resuming is the same pull, which continues from the partial bytes. Stop
+pauses a running download the same way; Discard deletes a paused one's bytes.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class DownloadRow(Vertical):
         self.have, self.total, self.part = have, total, ""
         self.state = "paused" if resumable else "starting"
         self.samples: deque[tuple[float, int]] = deque()
+        self.worker = None            # the pull running for this row, if any
+        self.stop_requested = False   # Stop pressed (not the app quitting)
 
     @property
     def spec(self) -> str:
@@ -48,13 +51,21 @@ class DownloadRow(Vertical):
         with Horizontal(classes="download-head"):
             yield Label(self.spec, classes="download-name")
             yield ProgressBar(total=max(1, self.total), show_eta=False, classes="download-bar")
-            yield Button("Resume", id=None, classes="download-resume", compact=True)
+            yield Button("Stop", classes="download-stop", compact=True)
+            yield Button("Resume", classes="download-resume", compact=True)
+            yield Button("Discard", classes="download-discard", compact=True)
         yield Static(classes="download-status")
 
     def on_mount(self) -> None:
         self.query_one(ProgressBar).update(progress=self.have)
-        self.query_one(Button).display = self.state == "paused"
+        self._buttons()
         self.show("interrupted: " + self._bytes() + " kept; Resume continues" if self.state == "paused" else "starting…")
+
+    def _buttons(self) -> None:
+        paused = self.state == "paused"
+        self.query_one(".download-stop", Button).display = self.state in ("starting", "running")
+        self.query_one(".download-resume", Button).display = paused
+        self.query_one(".download-discard", Button).display = paused
 
     def _bytes(self) -> str:
         return f"{human(self.have)} / {human(self.total)}"
@@ -70,7 +81,10 @@ class DownloadRow(Vertical):
         self.samples.append((now, have))
         while len(self.samples) > 2 and now - self.samples[0][0] > 5.0:
             self.samples.popleft()
-        self.have, self.total, self.state = have, total, "running"
+        if self.state != "running":
+            self.state = "running"
+            self._buttons()
+        self.have, self.total = have, total
         self.query_one(ProgressBar).update(total=max(1, total), progress=have)
         (t0, b0), (t1, b1) = self.samples[0], self.samples[-1]
         speed = (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
@@ -79,7 +93,8 @@ class DownloadRow(Vertical):
 
     def stopped(self, text: str, resumable: bool) -> None:
         self.state = "paused" if resumable else "done"
-        self.query_one(Button).display = resumable
+        self.worker = None
+        self._buttons()
         self.show(text)
 
 
@@ -129,17 +144,56 @@ class DownloadsPanel(Widget):
         if row is None:
             row = DownloadRow(repo, quant, 0, size)
             self.mount(row)
-            self.call_after_refresh(self.pull, row)  # once the row is composed
+            self.call_after_refresh(self._pull, row)  # once the row is composed
         else:
             row.stopped("starting…", resumable=False)
             row.state = "starting"
-            self.pull(row)
+            self._pull(row)
+
+    def _pull(self, row: DownloadRow) -> None:
+        row.stop_requested = False
+        row._buttons()
+        row.worker = self.pull(row)
 
     @on(Button.Pressed, ".download-resume")
     def _resume(self, event: Button.Pressed) -> None:
         event.stop()
-        row = next(a for a in event.button.ancestors if isinstance(a, DownloadRow))
+        row = self._row_of(event.button)
         self.start(row.repo, row.quant)
+
+    @on(Button.Pressed, ".download-stop")
+    def _stop(self, event: Button.Pressed) -> None:
+        """The worker stops at its next chunk and keeps the bytes it has (see pull)."""
+        event.stop()
+        row = self._row_of(event.button)
+        if row.worker is not None:
+            row.stop_requested = True
+            row.worker.cancel()
+            event.button.display = False
+            row.show("stopping…")
+
+    @on(Button.Pressed, ".download-discard")
+    def _discard(self, event: Button.Pressed) -> None:
+        from edge_infer.store.download import DownloadError, discard_partial, list_partials
+        from edge_infer.store.quant_types import quant_from_filename
+        from edge_infer.store.store import ModelStore
+
+        event.stop()
+        row = self._row_of(event.button)
+        try:
+            for p in list_partials(ModelStore().root):
+                if p.repo == row.repo and quant_from_filename(p.path.rsplit("/", 1)[-1]) == row.quant:
+                    discard_partial(p)
+        except (DownloadError, OSError) as exc:
+            self.notify(str(exc), title=f"Could not discard {row.spec}", severity="error")
+            return
+        self.notify(f"Discarded the partial download of {row.spec}.")
+        row.remove()
+        self.call_after_refresh(lambda: setattr(self, "display", bool(self.rows())))
+
+    @staticmethod
+    def _row_of(button: Button) -> DownloadRow:
+        return next(a for a in button.ancestors if isinstance(a, DownloadRow))
 
     @work(thread=True, group="downloads")
     def pull(self, row: DownloadRow) -> None:
@@ -165,6 +219,8 @@ class DownloadsPanel(Widget):
         try:
             result = Puller(progress=progress, say=lambda m: None).pull(row.spec)
         except _Cancelled:
+            if row.stop_requested:  # Stop pressed; when the app quits there is no UI to tell
+                call(row.stopped, f"stopped: {human(row.have)} kept; Resume continues", True)
             return
         except Exception as exc:  # network, disk, checksum: say so, keep the partial
             if not worker.is_cancelled:

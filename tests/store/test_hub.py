@@ -14,6 +14,8 @@ import time
 from collections import namedtuple
 from pathlib import Path
 
+import pytest
+
 from edge_infer import cli
 from edge_infer.store import download
 from edge_infer.store.store import ModelStore
@@ -343,3 +345,32 @@ def test_split_model_resume_keeps_the_verified_shard(smol_hub, smol_split, edge_
     assert cli.main(["pull", f"{SPLIT_REPO}:Q4_1"]) == 0
     assert smol_hub.served(first.sha256) == 0 and smol_hub.served(second.sha256) == second.size
     assert not list((edge_home / "models" / ".partial").iterdir())
+
+
+def test_rm_partials_deletes_an_unfinished_download(smol_hub, edge_home, capsys, monkeypatch):
+    import io
+
+    from edge_infer.store.download import DownloadError, list_partials
+    from edge_infer.store.pull import Puller
+
+    blob = smol_blob(smol_hub)
+    smol_hub.fault(blob.sha256, drop_at=blob.size // 3)
+    # The connection drops at a third, then the server keeps failing: the pull gives up.
+    puller = Puller(say=lambda m: None, downloader_options={
+        "sleep": lambda s: smol_hub.fail_status.extend([503] * 3), "retries": 1})
+    with pytest.raises(DownloadError, match="are kept"):
+        puller.pull(f"{SMOL_REPO}:Q4_1")
+    smol_hub.fail_status.clear()
+    [partial] = list_partials(ModelStore().root)
+    assert partial.have == blob.size // 3 and partial.part.exists()
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # nobody to ask: refused
+    assert cli.main(["rm", "--partials"]) == 2
+    assert "pass --yes" in capsys.readouterr().err and partial.part.exists()
+    assert cli.main(["rm", "--partials", "--yes"]) == 0
+    assert "deleted the unfinished download" in capsys.readouterr().out
+    assert list_partials(ModelStore().root) == [] and not partial.part.exists()
+    assert cli.main(["rm", "--partials"]) == 0
+    assert "no unfinished downloads" in capsys.readouterr().out
+    assert cli.main(["rm"]) == 2
+    assert "pass --partials" in capsys.readouterr().err

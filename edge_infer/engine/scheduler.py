@@ -79,8 +79,12 @@ class Scheduler:
             seq = self.waiting.popleft()
             limit = len(seq.prompt) - 1
 
+            # Each slot's reusable prefix, once per request (prompts and histories can be long).
+            reuse = {s.id: min(common_prefix(s.cached, seq.prompt), kept.get(s.id, limit), limit)
+                     for s in self.slots}
+
             def usable(slot: Slot) -> int:
-                return min(common_prefix(slot.cached, seq.prompt), kept.get(slot.id, limit), limit)
+                return reuse[slot.id]
 
             if self.share_prefixes:
                 # Keep long histories (a finished chat's next turn will want them): take a slot

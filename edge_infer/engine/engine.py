@@ -183,14 +183,14 @@ class Engine:
         if donor is not None:
             self.ctx.seq_rm(slot.id, -1, -1)
             self.ctx.seq_cp(donor.id, slot.id, 0, keep)
-            slot.cached[:] = donor.cached[:keep]
+            slot.share(donor, keep)
         elif keep > 0 and n_swa > 0 and self.ctx.seq_pos_min(slot.id) > max(0, keep - n_swa):
             keep = 0  # sliding-window cache already dropped positions the suffix attends to
         if keep < len(slot.cached):  # slot.cached mirrors exactly what the KV cache holds
             if not self.ctx.seq_rm(slot.id, keep, -1):
                 self.ctx.seq_rm(slot.id, -1, -1)  # removing a whole sequence never fails
                 keep = 0
-            del slot.cached[keep:]
+            slot.trim(keep)
         seq.n_past = keep
         p = seq.params
         if seq.sampler is not None and p.penalized and not p.grammar:
@@ -217,14 +217,14 @@ class Engine:
             reason = "the KV cache is full" if rc == 1 else f"llama_decode returned {rc}"
             for it in items:
                 self.ctx.seq_rm(it.seq.slot, -1, -1)
-                self.scheduler.slots[it.seq.slot].cached.clear()
+                self.scheduler.slots[it.seq.slot].trim(0)
                 self._fail(it.seq, reason)
             return
         now = time.perf_counter()
         n_prefill = n_decode = 0
         for it, row in zip(items, rows):
             seq = it.seq
-            self.scheduler.slots[seq.slot].cached.extend(it.tokens)
+            self.scheduler.slots[seq.slot].extend(it.tokens)
             seq.n_past += len(it.tokens)
             if seq.status is Status.PREFILL:
                 n_prefill += len(it.tokens)

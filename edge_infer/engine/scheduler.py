@@ -17,12 +17,35 @@ _tick = itertools.count()
 SMALL_LOSS = 256  # cached tokens not worth keeping a slot for (one flash-attention block)
 
 
+_cell_ids = itertools.count()
+
+
 @dataclass
 class Slot:
     id: int
     cached: list[int] = field(default_factory=list)  # tokens at positions 0..len-1 in the KV cache
+    # Which KV cell holds each of those positions, in our own numbering: a shared prefix
+    # shares numbers, so the distinct numbers over all slots count the cells in use.
+    cells: list[int] = field(default_factory=list)
     seq: Sequence | None = None
     last_used: int = 0
+
+    def extend(self, tokens: list[int]) -> None:
+        self.cached.extend(tokens)
+        self.cells.extend(next(_cell_ids) for _ in tokens)
+
+    def trim(self, n: int) -> None:
+        del self.cached[n:]
+        del self.cells[n:]
+
+    def share(self, donor: "Slot", n: int) -> None:
+        self.cached[:] = donor.cached[:n]
+        self.cells[:] = donor.cells[:n]
+
+
+def cells_in_use(slots: list[Slot]) -> int:
+    """KV cells holding something, shared ones once (safe from another thread: copies first)."""
+    return len(set().union(*(list(s.cells) for s in slots)))
 
 
 @dataclass

@@ -10,6 +10,7 @@ import time
 
 import psutil
 
+from edge_infer.engine.scheduler import cells_in_use
 from edge_infer.engine.sequence import Sequence, Status
 from edge_infer.engine.stats import EngineSnapshot, RequestSnapshot, percentile
 
@@ -33,7 +34,7 @@ def build_snapshot(engine) -> EngineSnapshot:
         model=engine.name, n_slots=len(sched.slots),
         slots_busy=sum(1 for sl in sched.slots if sl.seq is not None),
         running=len(running), queued=len(waiting) + len(inbox_only),
-        kv_cells_used=sum(len(sl.cached) for sl in sched.slots),
+        kv_cells_used=cells_in_use(sched.slots),
         kv_cells_total=engine.ctx.n_ctx, rss_bytes=rss, weights_bytes=engine.model.size_bytes,
         kv_bytes=engine.kv_bytes, requests_total=totals["requests"],
         prompt_tokens_total=totals["prompt"], prompt_eval_tokens_total=totals["prompt_eval"],

@@ -67,3 +67,6 @@ def test_eight_requests_evaluate_a_shared_system_prompt_once(make_engine):
     evaluated = sum(c.stats.prompt_eval_tokens for c in done)
     total = sum(c.stats.prompt_tokens for c in done)
     assert evaluated < total / 2, f"evaluated {evaluated} of {total} prompt tokens"
+    # The stats count a shared cell once.
+    held = sum(len(s.cached) for s in engine.scheduler.slots)
+    assert engine.snapshot().kv_cells_used <= held - 7 * (shared - 8)

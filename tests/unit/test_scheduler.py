@@ -147,3 +147,18 @@ def test_no_sharing_without_the_flag():
     s.add(seq(SYSTEM + [3]))
     (got,) = s.admit()
     assert got.donor is None and got.keep == 0
+
+
+def test_cells_in_use_counts_shared_cells_once():
+    from edge_infer.engine.scheduler import Slot, cells_in_use
+
+    a, b = Slot(0), Slot(1)
+    a.extend(list(range(10)))
+    b.share(a, 6)
+    b.extend([50, 51, 52])
+    assert b.cached == [0, 1, 2, 3, 4, 5, 50, 51, 52]
+    assert cells_in_use([a, b]) == 13
+    a.trim(4)            # b still holds positions 4 and 5 of the shared prefix
+    assert cells_in_use([a, b]) == 9
+    b.trim(0)
+    assert cells_in_use([a, b]) == 4

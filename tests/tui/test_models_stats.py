@@ -22,14 +22,17 @@ async def test_models_tab_lists_installed_and_loads_with_a_plan(make_app, monkey
         table.move_cursor(row=labels.index("smollm2:Q4_1"))
         app.query_one("#load-model").press()
         await wait_for(pilot, lambda: isinstance(app.screen, LoadModelScreen))
-        await pilot.pause()
-        plan = str(app.screen.query_one("#plan", Static).render())
+
+        def shown() -> str:
+            return str(app.screen.query_one("#plan", Static).render())
+
+        await wait_for(pilot, lambda: "weights" in shown())
+        plan = shown()
         assert "weights" in plan and "KV" in plan and "MiB" in plan
         ctx = app.screen.query_one("#l-ctx", Input)
         ctx.value = "2048"
-        await pilot.pause()
         assert "2048" not in plan  # the plan follows the inputs ...
-        assert str(app.screen.query_one("#plan", Static).render()) != plan  # ... and changes with them
+        await wait_for(pilot, lambda: shown() != plan)  # ... and changes with them
         app.screen.query_one("#load").press()
         await wait_for(pilot, lambda: app.host.ready)
         assert app.host.settings.ctx == 2048 and app.host.model_name == "smollm2:Q4_1"

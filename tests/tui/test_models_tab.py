@@ -188,8 +188,8 @@ async def test_delete_asks_and_refuses_the_loaded_model(make_app, smol_store):
         await pilot.pause()
         app.host.model_path = smol_store.path
         app.query_one("#delete-model", Button).press()
-        await pilot.pause()
-        assert "is loaded" in notes(app) and not isinstance(app.screen, ConfirmScreen)
+        await wait_for(pilot, lambda: "is loaded" in notes(app))
+        assert not isinstance(app.screen, ConfirmScreen)
         app.host.model_path = None
         app.query_one("#delete-model", Button).press()
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))

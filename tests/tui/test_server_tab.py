@@ -34,8 +34,7 @@ async def test_server_tab_serves_the_loaded_engine_to_the_openai_client(make_app
         row = app.query_one("#request-log", DataTable).get_row_at(0)
         assert "POST /v1/chat/completions" in str(row[1]) and str(row[2]) == "200" and str(row[3]) != "-"
         app.query_one("#stop-server").press()
-        await pilot.pause()
-        assert pane.server is None
+        await wait_for(pilot, lambda: pane.server is None)
 
 
 async def test_server_tab_on_a_unix_socket(make_app, tmp_path):

@@ -73,7 +73,7 @@ def _table(info, est, ctx: int, parallel: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from edge_infer.engine.memory import estimate_memory
+    from edge_infer.engine.memory import detect_machine, engine_estimate_kwargs, estimate_memory, plan_memory
     from edge_infer.store.gguf_info import read_model_info
     from edge_infer.store.store import ModelStore
 
@@ -82,15 +82,11 @@ def run(args: argparse.Namespace) -> int:
     settings = EngineSettings.from_env(parallel=args.parallel, n_gpu_layers=args.n_gpu_layers,
                                        n_batch=args.n_batch)
     ctx = args.ctx or min(settings.ctx, info.context_length or settings.ctx)
-    est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=settings.n_gpu_layers,
-                          swa_full=settings.swa_full, n_batch=settings.n_batch,
-                          kv_unified=settings.kv_unified, flash_attn=settings.flash_attn != "off")
-    from edge_infer.engine.memory import detect_machine, plan_memory
-
+    engine_options = engine_estimate_kwargs(settings)  # as the engine would create its context
+    est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=settings.n_gpu_layers, **engine_options)
     machine = detect_machine()
     plan = plan_memory(info, machine, ctx=args.ctx, parallel=args.parallel, n_gpu_layers=args.n_gpu_layers,
-                       n_batch=settings.n_batch, kv_unified=settings.kv_unified,
-                       flash_attn=settings.flash_attn != "off", swa_full=settings.swa_full)
+                       **engine_options)
     if args.json:
         memory = {"ctx": ctx, "parallel": settings.parallel, **est.to_dict()}
         print(json.dumps({"model": info.to_dict(), "memory": memory,

@@ -32,7 +32,7 @@ class Slot:
 
     def extend(self, tokens: list[int]) -> None:
         self.cached.extend(tokens)
-        self.cells.extend(next(_cell_ids) for _ in tokens)
+        self.cells.extend(itertools.islice(_cell_ids, len(tokens)))
 
     def trim(self, n: int) -> None:
         del self.cached[n:]

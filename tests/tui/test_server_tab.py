@@ -35,6 +35,14 @@ async def test_server_tab_serves_the_loaded_engine_to_the_openai_client(make_app
         assert "POST /v1/chat/completions" in str(row[1]) and str(row[2]) == "200" and str(row[3]) != "-"
         app.query_one("#stop-server").press()
         await wait_for(pilot, lambda: pane.server is None)
+        # A restarted server's first request shows up too (its log starts empty).
+        pane = await _start(app, pilot, port="0")
+        client = openai.OpenAI(base_url=pane.server.address, api_key="unused")
+        await asyncio.to_thread(client.models.list)
+        await wait_for(pilot, lambda: app.query_one("#request-log", DataTable).row_count >= 2)
+        assert "GET /v1/models" in str(app.query_one("#request-log", DataTable).get_row_at(1)[1])
+        app.query_one("#stop-server").press()
+        await wait_for(pilot, lambda: pane.server is None)
 
 
 async def test_server_tab_on_a_unix_socket(make_app, tmp_path):

@@ -97,16 +97,18 @@ class ServerPane(Widget):
         if self.server is not None:
             self.server.stop()
             self.server = None
+            self._seen = 0  # the next server starts a new log
 
     def poll_log(self) -> None:
         if self.server is None:
             return
-        entries = self.server.log
+        new = self.server.log[self._seen:]
+        if not new:
+            return  # nothing new: leave the user's scroll position alone
         table = self.query_one("#request-log", DataTable)
-        for e in entries[self._seen:]:
+        for e in new:
             table.add_row(time.strftime("%H:%M:%S", time.localtime(e.started_at)), e.endpoint, str(e.status),
                           "-" if e.tokens is None else str(e.tokens),
                           "-" if e.ttft_s is None else f"{e.ttft_s * 1000:.0f} ms", f"{e.duration_s * 1000:.0f}")
-        self._seen = len(entries)
-        if entries:
-            table.scroll_end(animate=False)
+        self._seen += len(new)
+        table.scroll_end(animate=False)

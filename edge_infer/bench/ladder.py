@@ -84,7 +84,7 @@ def evaluate(path: Path, settings, *, tokens: list[int] | None = None, text: str
     tokenized by this model (its first n_tokens). Returns (row fields, tokens, logprobs)."""
     import psutil
 
-    from edge_infer.engine import Engine, Request
+    from edge_infer.engine import Engine, Request, SamplingParams
 
     proc = proc or psutil.Process()
     rss0 = proc.memory_info().rss
@@ -97,14 +97,18 @@ def evaluate(path: Path, settings, *, tokens: list[int] | None = None, text: str
         if engine.model.n_vocab <= max(tokens):
             raise ValueError(f"{Path(path).name} has a smaller vocabulary than the reference level")
         prompt_n = max(1, len(tokens) // 4)
-        done = engine.generate(Request(prompt_tokens=tokens[:prompt_n], forced_tokens=tokens[prompt_n:],
+        forced = tokens[prompt_n:]
+        # max_tokens=None: the default cap (256) would cut the scored text short.
+        done = engine.generate(Request(prompt_tokens=tokens[:prompt_n], forced_tokens=forced,
+                                       sampling=SamplingParams(max_tokens=None),
                                        capture_logprobs=True, source="ladder"))
         if done.error:
             raise RuntimeError(done.error)
+        if len(done.logprobs) != len(forced):
+            raise RuntimeError(f"scored {len(done.logprobs)} of {len(forced)} positions")
         rss = max(0, proc.memory_info().rss - rss0)
     finally:
         engine.close()
-    forced = tokens[prompt_n:]
     nll = -sum(float(lp[t]) for lp, t in zip(done.logprobs, forced))
     ppl = math.exp(nll / max(1, len(forced)))
     st = done.stats

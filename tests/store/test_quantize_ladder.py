@@ -88,3 +88,15 @@ def test_quantize_from_f16_then_ladder(smol_installed, edge_home, capsys):
     assert rows["Q8_0"]["top1_agree"] > rows["Q2_K"]["top1_agree"]
     for r in data["rows"]:
         assert r["load_s"] > 0 and r["decode_tok_s"] > 0 and r["prefill_tok_s"] > 0 and r["rss_bytes"] > 0
+
+
+def test_evaluation_scores_every_position_past_the_default_max_tokens(smollm2_path):
+    """400 tokens: 300 forced, more than SamplingParams' default max_tokens (256)."""
+    from edge_infer.bench.ladder import eval_text, evaluate
+    from edge_infer.config import EngineSettings
+
+    text, _ = eval_text()
+    fields, tokens, logprobs = evaluate(smollm2_path, EngineSettings(ctx=464, parallel=1, n_threads=2),
+                                        text=text, n_tokens=400)
+    assert len(tokens) == 400 and len(logprobs) == 300
+    assert 1.0 < fields["perplexity"] < 100.0

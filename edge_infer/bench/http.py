@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from edge_infer.bench.workload import QUESTIONS, PassResult, RequestResult, summarize
+from edge_infer.bench.workload import QUESTIONS, PassResult, RequestResult, cycle, summarize
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Target:
 
 
 def prompts(n: int) -> list[str]:
-    return (QUESTIONS * (n // len(QUESTIONS) + 1))[:n]
+    return cycle(QUESTIONS, n)
 
 
 async def stream_chat(client, model: str, question: str, max_tokens: int) -> RequestResult:
@@ -85,8 +85,7 @@ async def stream_chat(client, model: str, question: str, max_tokens: int) -> Req
         return RequestResult(0, chunks, 0, 0, error="the stream ended without a finish_reason")
     end = time.perf_counter()
     n = usage_tokens if usage_tokens is not None else chunks
-    first = first or end
-    return RequestResult(first - t0, n, (n - 1) / (end - first) if n > 1 and end > first else 0.0, end - t0)
+    return RequestResult.timed(t0, first, end, n)
 
 
 def run_http_pass(label: str, target: Target, concurrency: int, requests: int, max_tokens: int,

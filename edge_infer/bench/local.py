@@ -32,9 +32,7 @@ def engine_client(engine, max_tokens: int):
             n += 1
             if first is None:
                 first = time.perf_counter()
-        end = time.perf_counter()
-        first = first or end
-        return RequestResult(first - t0, n, (n - 1) / (end - first) if n > 1 and end > first else 0.0, end - t0)
+        return RequestResult.timed(t0, first, time.perf_counter(), n)
 
     return call
 
@@ -74,9 +72,7 @@ class SerialLlama:
                 first, end, n = self.pool.submit(self._complete, prompt, max_tokens).result()
             except Exception as exc:
                 return RequestResult(0, 0, 0, 0, error=str(exc))
-            first = first or end
-            return RequestResult(first - t0, n, (n - 1) / (end - first) if n > 1 and end > first else 0.0,
-                                 end - t0)
+            return RequestResult.timed(t0, first, end, n)
 
         return call
 

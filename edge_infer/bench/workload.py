@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from edge_infer.engine.stats import percentile
+from edge_infer.engine.stats import decode_rate, percentile
 
 QUESTIONS = [
     "Explain in detail how photosynthesis works.",
@@ -36,6 +36,11 @@ QUESTIONS = [
 ]
 
 
+def cycle(items: list, n: int) -> list:
+    """The first n of items, items, items, ... (a workload of n requests)."""
+    return (items * (n // len(items) + 1))[:n]
+
+
 @dataclass
 class RequestResult:
     ttft_s: float
@@ -43,6 +48,12 @@ class RequestResult:
     decode_tok_s: float
     latency_s: float
     error: str | None = None
+
+    @classmethod
+    def timed(cls, t0: float, first: float | None, end: float, n: int) -> "RequestResult":
+        """A finished stream: sent at t0, first token at `first` (None: none came), done at `end`."""
+        first = first or end
+        return cls(first - t0, n, decode_rate(n, first, end), end - t0)
 
 
 @dataclass

@@ -46,7 +46,6 @@ class ChatTemplate:
     def __init__(self, source: str | None, bos_token: str = "", eos_token: str = "",
                  architecture: str = ""):
         self.source = source or FALLBACKS.get(architecture, CHATML)
-        self.is_fallback = source is None
         self.bos_token = bos_token
         self.eos_token = eos_token
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,

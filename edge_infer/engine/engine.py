@@ -23,7 +23,7 @@ from edge_infer.engine.llama import (ContextParams, LlamaBatch, LlamaContext, Ll
 from edge_infer.engine.load_report import kv_bytes_reported
 from edge_infer.engine.prompt import BadRequestError, Prompter
 from edge_infer.engine.sampling import build_sampler
-from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler
+from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler, Slot
 from edge_infer.engine.sequence import Request, Sequence, Status
 from edge_infer.engine.snapshot import build_snapshot
 from edge_infer.engine.stats import EngineSnapshot, FinishedRequest, RateMeter
@@ -181,16 +181,17 @@ class Engine:
         seq, slot, keep, donor = admission.seq, admission.slot, admission.keep, admission.donor
         n_swa = self.model.n_swa
         if donor is not None:
-            self.ctx.seq_rm(slot.id, -1, -1)
+            self._forget(slot)
             self.ctx.seq_cp(donor.id, slot.id, 0, keep)
             slot.share(donor, keep)
         elif keep > 0 and n_swa > 0 and self.ctx.seq_pos_min(slot.id) > max(0, keep - n_swa):
             keep = 0  # sliding-window cache already dropped positions the suffix attends to
-        if keep < len(slot.cached):  # slot.cached mirrors exactly what the KV cache holds
-            if not self.ctx.seq_rm(slot.id, keep, -1):
-                self.ctx.seq_rm(slot.id, -1, -1)  # removing a whole sequence never fails
+        if keep < len(slot.cached):
+            if self.ctx.seq_rm(slot.id, keep, -1):
+                slot.trim(keep)
+            else:
+                self._forget(slot)  # removing a whole sequence never fails
                 keep = 0
-            slot.trim(keep)
         seq.n_past = keep
         p = seq.params
         if seq.sampler is not None and p.penalized and not p.grammar:
@@ -202,6 +203,11 @@ class Engine:
         seq.stats.started_at = time.perf_counter()
         self._totals["prompt"] += len(seq.prompt)
         self._totals["prompt_eval"] += len(seq.prompt) - keep
+
+    def _forget(self, slot: Slot) -> None:
+        """Empty a slot's KV cells and its record of them (slot.cached mirrors the cache)."""
+        self.ctx.seq_rm(slot.id, -1, -1)
+        slot.trim(0)
 
     def _step(self, items: list[BatchItem]) -> None:
         batch = self.batch
@@ -216,8 +222,7 @@ class Engine:
         if rc != 0:
             reason = "the KV cache is full" if rc == 1 else f"llama_decode returned {rc}"
             for it in items:
-                self.ctx.seq_rm(it.seq.slot, -1, -1)
-                self.scheduler.slots[it.seq.slot].trim(0)
+                self._forget(self.scheduler.slots[it.seq.slot])
                 self._fail(it.seq, reason)
             return
         now = time.perf_counter()

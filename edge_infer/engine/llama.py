@@ -68,11 +68,8 @@ class LlamaModel:
             raise RuntimeError(f"llama.cpp could not load {self.path} (run with -v for its log)")
         self.vocab = llama_cpp.llama_model_get_vocab(self.handle)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
-        self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self.handle)
-        self.n_layer = llama_cpp.llama_model_n_layer(self.handle)
         self.n_swa = llama_cpp.llama_model_n_swa(self.handle)
         self.size_bytes = llama_cpp.llama_model_size(self.handle)
-        self.n_params = llama_cpp.llama_model_n_params(self.handle)
         self.bos = llama_cpp.llama_vocab_bos(self.vocab)
         self.eos = llama_cpp.llama_vocab_eos(self.vocab)
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
@@ -166,7 +163,6 @@ class LlamaContext:
         self.memory = llama_cpp.llama_get_memory(self.handle)
         self.n_ctx = llama_cpp.llama_n_ctx(self.handle)
         self.n_ctx_seq = llama_cpp.llama_n_ctx_seq(self.handle)
-        self.n_seq_max = llama_cpp.llama_n_seq_max(self.handle)
 
     def decode(self, batch: "LlamaBatch") -> int:
         batch.handle.n_tokens = batch.n  # once per step, not once per added token
@@ -186,12 +182,6 @@ class LlamaContext:
     def seq_pos_min(self, seq: int) -> int:
         return llama_cpp.llama_memory_seq_pos_min(self.memory, seq)
 
-    def seq_pos_max(self, seq: int) -> int:
-        return llama_cpp.llama_memory_seq_pos_max(self.memory, seq)
-
-    def clear(self) -> None:
-        llama_cpp.llama_memory_clear(self.memory, True)
-
     def close(self) -> None:
         if getattr(self, "handle", None):
             llama_cpp.llama_free(self.handle)
@@ -204,7 +194,6 @@ class LlamaBatch:
     """A llama_batch with room for `capacity` tokens, one sequence id each."""
 
     def __init__(self, capacity: int):
-        self.capacity = capacity
         self.handle = llama_cpp.llama_batch_init(capacity, 0, 1)
         self.n = 0
         # Struct field access builds a new pointer object each time: cache them.

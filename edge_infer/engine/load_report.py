@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import re
 
+from edge_infer.engine.memory import MiB
+
 _KV = re.compile(r"KV buffer size\s*=\s*([\d.]+)\s*MiB")
 _COMPUTE = re.compile(r"compute buffer size\s*=\s*([\d.]+)\s*MiB")
 _MODEL = re.compile(r"(?:model|CPU_Mapped|CPU) buffer size\s*=\s*([\d.]+)\s*MiB")
-MIB = 1024 * 1024
 
 
 def _sum(pattern: re.Pattern, lines: list[str]) -> int:
-    return int(sum(float(m.group(1)) for line in lines for m in [pattern.search(line)] if m) * MIB)
+    return int(sum(float(m.group(1)) for line in lines for m in [pattern.search(line)] if m) * MiB)
 
 
 def kv_bytes_reported(lines: list[str]) -> int:

@@ -270,7 +270,7 @@ class Fit:
     def best(self) -> str:
         """The better of the two verdicts: a model runs where it fits."""
         order = {FITS: 0, TIGHT: 1, NO_FIT: 2}
-        found = [v for v in (self.ram, self.gpu if self.gpu is not None else None) if v]
+        found = [v for v in (self.ram, self.gpu) if v]
         return min(found, key=order.__getitem__)
 
     def to_dict(self) -> dict:

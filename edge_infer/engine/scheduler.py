@@ -105,10 +105,7 @@ class Scheduler:
             # Each slot's reusable prefix, once per request (prompts and histories can be long).
             reuse = {s.id: min(common_prefix(s.cached, seq.prompt), kept.get(s.id, limit), limit)
                      for s in self.slots}
-
-            def usable(slot: Slot) -> int:
-                return reuse[slot.id]
-
+            donor = None
             if self.share_prefixes:
                 # Keep long histories (a finished chat's next turn will want them): take a slot
                 # that loses at most SMALL_LOSS cached tokens, the longest prefix first. Small
@@ -116,17 +113,17 @@ class Scheduler:
                 # compact: attention runs over every cell up to the highest one in use
                 # (measured: ~5% slower decode alone when eight slots' leftovers stay).
                 def loss(s: Slot) -> int:
-                    lost = len(s.cached) - usable(s)
+                    lost = len(s.cached) - reuse[s.id]
                     return lost if lost > SMALL_LOSS else 0
 
-                best = min(free, key=lambda s: (loss(s), -usable(s), s.last_used))
+                best = min(free, key=lambda s: (loss(s), -reuse[s.id], s.last_used))
+                keep = reuse[best.id]
+                other = max((s for s in self.slots if s is not best), key=lambda s: reuse[s.id], default=None)
+                if other is not None and reuse[other.id] > keep:
+                    keep, donor = reuse[other.id], other
             else:
-                best = max(free, key=lambda s: (usable(s), -s.last_used))
-            keep, donor = usable(best), None
-            if self.share_prefixes:
-                other = max((s for s in self.slots if s is not best), key=usable, default=None)
-                if other is not None and usable(other) > keep:
-                    keep, donor = usable(other), other
+                best = max(free, key=lambda s: (reuse[s.id], -s.last_used))
+                keep = reuse[best.id]
             best.seq = seq
             best.last_used = next(_tick)
             kept[best.id] = keep
@@ -160,9 +157,6 @@ class Scheduler:
         if seq.slot >= 0 and self.slots[seq.slot].seq is seq:
             self.slots[seq.slot].seq = None
 
-    def remove_waiting(self, seq: Sequence) -> bool:
-        try:
+    def remove_waiting(self, seq: Sequence) -> None:
+        if seq in self.waiting:
             self.waiting.remove(seq)
-            return True
-        except ValueError:
-            return False

@@ -12,7 +12,7 @@ import psutil
 
 from edge_infer.engine.scheduler import cells_in_use
 from edge_infer.engine.sequence import Sequence, Status
-from edge_infer.engine.stats import EngineSnapshot, RequestSnapshot, percentile
+from edge_infer.engine.stats import EngineSnapshot, RequestSnapshot, decode_rate, percentile
 
 
 def build_snapshot(engine) -> EngineSnapshot:
@@ -46,7 +46,6 @@ def build_snapshot(engine) -> EngineSnapshot:
 
 def _live_rate(seq: Sequence) -> float:
     st = seq.stats
-    if not st.first_token_at or len(seq.generated) < 2:
+    if not st.first_token_at:
         return 0.0
-    dt = time.perf_counter() - st.first_token_at
-    return (len(seq.generated) - 1) / dt if dt > 0 else 0.0
+    return decode_rate(len(seq.generated), st.first_token_at, time.perf_counter())

@@ -7,6 +7,11 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 
+def decode_rate(n_tokens: int, first_at: float, end_at: float) -> float:
+    """Tokens per second after the first one (which comes from prefill)."""
+    return (n_tokens - 1) / (end_at - first_at) if n_tokens > 1 and end_at > first_at else 0.0
+
+
 @dataclass
 class RequestStats:
     prompt_tokens: int = 0
@@ -33,15 +38,7 @@ class RequestStats:
 
     @property
     def decode_tok_s(self) -> float:
-        dt = self.finished_at - self.first_token_at
-        n = self.generated_tokens - 1  # the first token comes from prefill
-        return n / dt if n > 0 and dt > 0 else 0.0
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d.update(prompt_eval_tokens=self.prompt_eval_tokens, ttft_s=self.ttft_s,
-                 prefill_tok_s=self.prefill_tok_s, decode_tok_s=self.decode_tok_s)
-        return d
+        return decode_rate(self.generated_tokens, self.first_token_at, self.finished_at)
 
 
 @dataclass(frozen=True)

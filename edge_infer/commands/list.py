@@ -21,15 +21,14 @@ def main(args) -> int:
     from edge_infer.errors import ModelFileError
     from edge_infer.store.download import human, list_partials
     from edge_infer.store.gguf_info import read_model_info
+    from edge_infer.store.quant_types import bits_per_weight
     from edge_infer.store.store import ModelStore
 
     store = ModelStore()
     machine = detect_machine()
     rows = []
-    from edge_infer.store.quant_types import precision_key
-
-    models = sorted(store.installed(), key=lambda m: (m.family.lower(), [-x if isinstance(x, float) else x
-                                                                        for x in precision_key(m.quant)][0]))
+    # Per model, the highest precision first.
+    models = sorted(store.installed(), key=lambda m: (m.family.lower(), -bits_per_weight(m.quant)))
     for m in models:
         try:
             fit = fit_verdict(read_model_info(m.path), machine, args.ctx, args.parallel)

@@ -21,6 +21,8 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
+    from dataclasses import asdict
+
     from edge_infer.engine.memory import detect_machine, plan_memory
     from edge_infer.errors import EdgeInferError
     from edge_infer.store.download import human
@@ -47,8 +49,7 @@ def main(args) -> int:
         print(json.dumps({
             "repo": repo, "revision": listing.revision, "commit": listing.commit,
             "header_bytes_read": client.bytes_read,
-            "machine": {"ram_total": machine.ram_total, "ram_available": machine.ram_available,
-                        "gpus": [g.__dict__ for g in machine.gpus], "gpu_offload": machine.gpu_offload},
+            "machine": asdict(machine),
             "model": {k: getattr(ref, k) for k in ("architecture", "block_count", "head_count", "head_count_kv",
                                                    "embedding_length", "context_length", "sliding_window",
                                                    "parameter_count")},

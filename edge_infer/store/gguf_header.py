@@ -116,8 +116,7 @@ class _Cursor:
         if itype in _SCALAR_FORMATS:
             fmt = _SCALAR_FORMATS[itype]
             if count > MAX_DECODED_ARRAY:
-                self._need(count * struct.calcsize(fmt))
-                self.pos += count * struct.calcsize(fmt)
+                self._advance(count, fmt)
                 return SkippedArray(itype.name, count)
             return tuple(struct.unpack_from(f"<{count}{fmt}", self.buf, self._advance(count, fmt)))
         if itype == GGUFValueType.STRING and count > MAX_DECODED_STRINGS:

@@ -201,6 +201,13 @@ def read_model_info(path: str | os.PathLike) -> ModelInfo:
             raise ModelFileError(f"{path} is shard {header.fields.get('split.no', 0) + 1} of a {count}-part "
                                  f"model; pass the first shard (…-00001-of-{count:05d}.gguf)")
         rest = [read_header(p) for p in shards[1:]]  # raises "no such model file" for a missing shard
-        header = replace(header, tensors=header.tensors + tuple(t for h in rest for t in h.tensors),
-                         file_size=header.file_size + sum(h.file_size for h in rest))
+        header = merge_split_headers([header, *rest])
     return info_from_header(path, header)
+
+
+def merge_split_headers(headers: list[GGUFHeader]) -> GGUFHeader:
+    """One header for a split model: metadata from the first shard, every shard's tensors."""
+    if len(headers) == 1:
+        return headers[0]
+    tensors = tuple(t for h in headers for t in h.tensors)
+    return replace(headers[0], tensors=tensors, file_size=sum(h.file_size for h in headers))

@@ -20,7 +20,7 @@ from edge_infer.errors import EdgeInferError, ModelFileError
 from edge_infer.store import quant_types
 from edge_infer.store.download import RemoteFile
 from edge_infer.store.gguf_header import GGUFHeader, NeedMoreBytes, parse_header_prefix
-from edge_infer.store.gguf_info import ModelInfo, info_from_header
+from edge_infer.store.gguf_info import ModelInfo, info_from_header, merge_split_headers
 
 try:
     import httpx2 as httpx
@@ -301,14 +301,6 @@ class HubClient:
         headers = [self.read_header(listing, f) for f in group.files]
         merged = merge_split_headers(headers)
         return info_from_header(f"{listing.repo}/{group.first.path}", merged)
-
-
-def merge_split_headers(headers: list[GGUFHeader]) -> GGUFHeader:
-    if len(headers) == 1:
-        return headers[0]
-    first = headers[0]
-    tensors = tuple(t for h in headers for t in h.tensors)
-    return replace(first, tensors=tensors, file_size=sum(h.file_size for h in headers))
 
 
 def scaled_info(info: ModelInfo, weights_bytes: int) -> ModelInfo:

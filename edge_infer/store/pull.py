@@ -55,14 +55,14 @@ def level_fits(client: HubClient, listing: RepoListing, groups: list[QuantGroup]
     (the smallest level's) and applying each level's own weight bytes to it."""
     out = []
     ref: dict[str, ModelInfo] = {}
-    for g in sorted(groups, key=lambda g: g.size):
+    for g in sorted(groups, key=lambda g: (g.stem, g.size)):  # each model's smallest level first
         if g.stem not in ref:
             ref[g.stem] = client.model_info(listing, g)
         base = ref[g.stem]
         header_bytes = max(0, base.file_size - base.weights_bytes)
         info = scaled_info(base, max(1, g.size - header_bytes)) if g.size != base.file_size else base
         out.append(LevelFit(g, info, fit_verdict(info, machine, ctx, parallel, **estimate_kwargs)))
-    return sorted(out, key=lambda lf: (lf.group.stem, lf.group.size))
+    return out
 
 
 def choose_level(fits: list[LevelFit]) -> LevelFit:
@@ -179,7 +179,8 @@ class Puller:
             self._check_catalog(catalog_model, group)
         remotes = [self.client.remote_file(listing, f) for f in group.files]
         downloader = Downloader(self.store.root, headers=self.client.headers(), **self.downloader_options)
-        need = sum(downloader.remaining(r) for r in remotes)
+        left = [downloader.remaining(r) for r in remotes]  # reads each partial's description once
+        need = sum(left)
         what = f"{listing.repo}:{group.quant} ({human(group.size)})"
         check_disk_space(self.store.root, need, what)
         done_before = group.size - need
@@ -187,8 +188,8 @@ class Puller:
                  + (f", resuming: {human(done_before)} already here" if done_before else ""))
         parts = []
         received = 0
-        for remote in remotes:
-            have = remote.size - downloader.remaining(remote)
+        for remote, remote_left in zip(remotes, left):
+            have = remote.size - remote_left
             cb = self.progress(remote.name, have, remote.size) if self.progress else None
             downloader.progress = cb or (lambda have, total: None)
             parts.append(downloader.fetch(remote))

@@ -10,8 +10,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from edge_infer.config import EngineSettings
+from edge_infer.engine.memory import MiB
 
-MIB = 2**20
 FIELDS = [("ctx", "context per sequence"), ("parallel", "parallel slots"),
           ("n_threads", "CPU threads"), ("n_gpu_layers", "GPU layers (-1 = all)")]
 
@@ -76,9 +76,9 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
         warn = "" if s.ctx <= self.info.context_length else \
             f"\n[yellow]trained context is {self.info.context_length}: quality may drop beyond it[/yellow]"
         plan.update(
-            f"memory plan: weights {est.weights_bytes / MIB:.0f} MiB + KV {est.kv_bytes / MIB:.0f} MiB "
-            f"+ compute {est.compute_bytes / MIB:.0f} MiB = [b]{est.total_bytes / MIB:.0f} MiB[/b] "
-            f"({free / MIB:.0f} MiB available: {fit}){warn}")
+            f"memory plan: weights {est.weights_bytes / MiB:.0f} MiB + KV {est.kv_bytes / MiB:.0f} MiB "
+            f"+ compute {est.compute_bytes / MiB:.0f} MiB = [b]{est.total_bytes / MiB:.0f} MiB[/b] "
+            f"({free / MiB:.0f} MiB available: {fit}){warn}")
 
     @on(Button.Pressed)
     def done(self, event: Button.Pressed) -> None:

@@ -153,8 +153,7 @@ class ChatPane(Widget):
             self.stream = self.app.host.engine.submit(request)
         except (EdgeInferError, ValueError, TypeError) as exc:
             # Nothing is lost: the message goes back into the composer.
-            failed = conv.messages.pop()
-            self.query(MessageView).last().remove()
+            failed = self._drop_last()
             self.query_one("#prompt", Input).value = failed.content
             self.notify(str(exc), title="Cannot send", severity="error", timeout=8)
             return
@@ -227,13 +226,17 @@ class ChatPane(Widget):
     def _new_button(self) -> None:
         self.action_new_chat()
 
+    def _drop_last(self):
+        """Take the conversation's last message back, and its view (the two stay in step)."""
+        self.query(MessageView).last().remove()
+        return self.current.messages.pop()
+
     def action_regenerate(self) -> None:
         msgs = self.current.messages
         if self.stream is not None or not msgs or not self.app.host.ready:
             return
         if msgs[-1].role == "assistant":
-            msgs.pop()
-            self.query(MessageView).last().remove()
+            self._drop_last()
         if msgs and msgs[-1].role == "user":
             self.respond()
 

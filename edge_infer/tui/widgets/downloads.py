@@ -28,6 +28,21 @@ class _Cancelled(Exception):
     (the app quits): the partial file stays for a later resume."""
 
 
+class Throttle:
+    """For progress from a worker thread: yes at most every `interval` seconds, and always
+    for the final update (each yes is a call onto the UI thread)."""
+
+    def __init__(self, interval: float = 0.1):
+        self.interval, self.last = interval, 0.0
+
+    def __call__(self, final: bool) -> bool:
+        now = time.monotonic()
+        if final or now - self.last >= self.interval:
+            self.last = now
+            return True
+        return False
+
+
 def _duration(seconds: float) -> str:
     s = int(max(0, seconds))
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
@@ -117,14 +132,18 @@ class DownloadsPanel(Widget):
     def row(self, repo: str, quant: str) -> DownloadRow | None:
         return next((r for r in self.rows() if r.spec == f"{repo}:{quant}"), None)
 
-    def list_unfinished(self) -> None:
-        """Partial downloads left by an earlier run (or a failed one): one Resume row each."""
+    @staticmethod
+    def _partials():
+        """(partial download, its quant level) for every download the store holds unfinished."""
         from edge_infer.store.download import list_partials
         from edge_infer.store.quant_types import quant_from_filename
         from edge_infer.store.store import ModelStore
 
-        for p in list_partials(ModelStore().root):
-            quant = quant_from_filename(p.path.rsplit("/", 1)[-1])
+        return [(p, quant_from_filename(p.path)) for p in list_partials(ModelStore().root)]
+
+    def list_unfinished(self) -> None:
+        """Partial downloads left by an earlier run (or a failed one): one Resume row each."""
+        for p, quant in self._partials():
             if not p.repo or not quant:
                 continue
             row = self.row(p.repo, quant)
@@ -146,8 +165,8 @@ class DownloadsPanel(Widget):
             self.mount(row)
             self.call_after_refresh(self._pull, row)  # once the row is composed
         else:
-            row.stopped("starting…", resumable=False)
             row.state = "starting"
+            row.show("starting…")
             self._pull(row)
 
     def _pull(self, row: DownloadRow) -> None:
@@ -174,15 +193,13 @@ class DownloadsPanel(Widget):
 
     @on(Button.Pressed, ".download-discard")
     def _discard(self, event: Button.Pressed) -> None:
-        from edge_infer.store.download import DownloadError, discard_partial, list_partials
-        from edge_infer.store.quant_types import quant_from_filename
-        from edge_infer.store.store import ModelStore
+        from edge_infer.store.download import DownloadError, discard_partial
 
         event.stop()
         row = self._row_of(event.button)
         try:
-            for p in list_partials(ModelStore().root):
-                if p.repo == row.repo and quant_from_filename(p.path.rsplit("/", 1)[-1]) == row.quant:
+            for p, quant in self._partials():
+                if p.repo == row.repo and quant == row.quant:
                     discard_partial(p)
         except (DownloadError, OSError) as exc:
             self.notify(str(exc), title=f"Could not discard {row.spec}", severity="error")
@@ -203,14 +220,12 @@ class DownloadsPanel(Widget):
         call = self.app.call_from_thread
 
         def progress(label: str, have: int, total: int):
-            last = [0.0]
+            due = Throttle()
 
             def update(have: int, total: int) -> None:
                 if worker.is_cancelled:
                     raise _Cancelled()
-                now = time.monotonic()
-                if now - last[0] >= 0.1 or have >= total:
-                    last[0] = now
+                if due(have >= total):
                     call(row.progress, label, have, total)
 
             update(have, total)

@@ -7,15 +7,13 @@ so the download and quantize workers it owns keep going when the user switches t
 
 from __future__ import annotations
 
-import time
-
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Label, ProgressBar, TabbedContent, TabPane
 
-from edge_infer.tui.widgets.downloads import DownloadsPanel
+from edge_infer.tui.widgets.downloads import DownloadsPanel, Throttle
 from edge_infer.tui.widgets.hub_browser import HubBrowser
 from edge_infer.tui.widgets.installed import InstalledModels
 from edge_infer.tui.widgets.ladder_chart import LadderChart
@@ -80,12 +78,10 @@ class ModelsPane(Widget):
         call = self.app.call_from_thread
 
         def progress(level: str):
-            last = [0.0]
+            due = Throttle()
 
             def update(done: int, total: int, name: str) -> None:
-                now = time.monotonic()
-                if now - last[0] >= 0.1 or done >= total:
-                    last[0] = now
+                if due(done >= total):
                     call(self._quantize_progress, f"{model.label} → {level}: tensor {done}/{total}", done, total)
             return update
 

@@ -13,8 +13,9 @@ from textual.containers import Grid, Vertical
 from textual.widget import Widget
 from textual.widgets import DataTable, Label, ProgressBar, Sparkline, Static
 
+from edge_infer.engine.memory import MiB
+
 HISTORY = 240  # samples at 2 Hz: the last two minutes
-MIB = 2**20
 
 
 class StatsPane(Widget):
@@ -59,10 +60,10 @@ class StatsPane(Widget):
         self.decode_history.append(snap.decode_tok_s)
         self.prefill_history.append(snap.prefill_tok_s)
         self.query_one("#stats-model", Static).update(f"[b]{self.app.host.description}[/b]")
-        self._bar("rss", snap.rss_bytes, self.total_ram, f"{snap.rss_bytes / MIB:.0f} MiB of {self.total_ram / MIB:.0f} MiB RAM")
-        self._bar("weights", snap.weights_bytes, max(snap.rss_bytes, 1), f"{snap.weights_bytes / MIB:.0f} MiB")
+        self._bar("rss", snap.rss_bytes, self.total_ram, f"{snap.rss_bytes / MiB:.0f} MiB of {self.total_ram / MiB:.0f} MiB RAM")
+        self._bar("weights", snap.weights_bytes, max(snap.rss_bytes, 1), f"{snap.weights_bytes / MiB:.0f} MiB")
         self._bar("kv", snap.kv_cells_used, snap.kv_cells_total,
-                  f"{snap.kv_cells_used} / {snap.kv_cells_total} cells · {snap.kv_bytes / MIB:.0f} MiB allocated")
+                  f"{snap.kv_cells_used} / {snap.kv_cells_total} cells · {snap.kv_bytes / MiB:.0f} MiB allocated")
         self.query_one("#decode-spark", Sparkline).data = list(self.decode_history)
         self.query_one("#prefill-spark", Sparkline).data = list(self.prefill_history)
         self.query_one("#decode-label", Label).update(

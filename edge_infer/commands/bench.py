@@ -31,7 +31,7 @@ def main(args) -> int:
 
     from edge_infer.bench.local import SerialLlama, engine_client
     from edge_infer.bench.report import comparison_table, summary
-    from edge_infer.bench.workload import parse_levels, run_pass
+    from edge_infer.bench.workload import median_pass, parse_levels, run_pass
     from edge_infer.engine import Engine
 
     levels = parse_levels(args.concurrency)
@@ -76,7 +76,7 @@ def main(args) -> int:
                 close()
             runs.setdefault((label, c), []).append(result)
             print(f"  {label:<9} c={c}: {result.agg_tok_s:.1f} tok/s", file=sys.stderr)
-    passes = {label: [_median(runs[(label, c)]) for c in levels] for label, _ in systems}
+    passes = {label: [median_pass(runs[(label, c)]) for c in levels] for label, _ in systems}
     engine_passes = passes["engine"]
     if not baselines:
         print(comparison_table(engine_passes, []))
@@ -103,11 +103,6 @@ def _prompts(path, n: int) -> list[str]:
     template = ChatTemplate(info.chat_template, architecture=info.architecture)
     prompts = [template.render([{"role": "user", "content": q}]) for q in QUESTIONS]
     return cycle(prompts, n)
-
-
-def _median(results: list):
-    ranked = sorted(results, key=lambda r: r.agg_tok_s)
-    return ranked[len(ranked) // 2]
 
 
 def _call(client, prompt: str):

@@ -38,7 +38,7 @@ def register(sub) -> None:
 def main(args) -> int:
     from edge_infer.bench.http import Target, run_http_pass, warm_up
     from edge_infer.bench.report import comparison_table, summary
-    from edge_infer.bench.workload import parse_levels
+    from edge_infer.bench.workload import median_pass, parse_levels
 
     levels = parse_levels(args.concurrency)
     if args.compare is not None:
@@ -52,7 +52,7 @@ def main(args) -> int:
                 result = run_http_pass(args.label, target, c, args.requests, args.max_tokens)
                 runs.setdefault(c, []).append(result)
                 print(f"  {args.label} c={c}: {result.agg_tok_s:.1f} tok/s", file=sys.stderr)
-        ours, theirs = [median(runs[c]) for c in levels], []
+        ours, theirs = [median_pass(runs[c]) for c in levels], []
     if theirs:
         print(comparison_table(ours, theirs))
         print("HTTP streaming clients; TTFT = request sent to first text chunk; mem = server process RSS")
@@ -69,6 +69,7 @@ def _compare(args, levels):
     """Each server alone on the machine (two llama.cpp thread teams distort each other),
     alternating per concurrency so drift in machine speed hits both alike."""
     from edge_infer.bench.http import ServerProcess, run_http_pass, warm_up
+    from edge_infer.bench.workload import median_pass
     from edge_infer.commands.common import resolve_model
     from edge_infer.config import EngineSettings
 
@@ -91,7 +92,7 @@ def _compare(args, levels):
                 runs.setdefault((i, c), []).append(result)
                 print(f"  {server.label:<10} c={c}: {result.agg_tok_s:.1f} tok/s, TTFT p50 "
                       f"{result.ttft_p50_s * 1000:.0f} ms, {result.errors} errors", file=sys.stderr)
-    return [median(runs[(0, c)]) for c in levels], [median(runs[(1, c)]) for c in levels]
+    return [median_pass(runs[(0, c)]) for c in levels], [median_pass(runs[(1, c)]) for c in levels]
 
 
 def table(passes: list) -> str:
@@ -103,7 +104,3 @@ def table(passes: list) -> str:
                      f"{p.ttft_p95_s * 1000:>7.0f}ms")
     lines.append("HTTP streaming clients; TTFT = request sent to first text chunk")
     return "\n".join(lines)
-
-
-def median(passes: list):
-    return sorted(passes, key=lambda p: p.agg_tok_s)[len(passes) // 2]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from edge_infer.errors import ContextOverflowError, EngineClosedError, QueueFullError
+from edge_infer.errors import ContextOverflowError, EdgeInferError, EngineClosedError, QueueFullError
 
 # OpenAI's `type` per status; clients mostly branch on the status, humans read the type.
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
@@ -47,10 +47,6 @@ def from_engine(exc: Exception, param: str | None = None) -> APIError:
         return APIError(429, str(exc), code="queue_full", headers={"Retry-After": "1"})
     if isinstance(exc, EngineClosedError):
         return APIError(503, str(exc), code="engine_closed", headers={"Retry-After": "5"})
-    if isinstance(exc, ValueError):  # BadRequestError, chat template refusals
-        return APIError(400, str(exc), param=param)
-    from edge_infer.errors import EdgeInferError
-
-    if isinstance(exc, EdgeInferError):
+    if isinstance(exc, (ValueError, EdgeInferError)):  # BadRequestError, chat template refusals
         return APIError(400, str(exc), param=param)
     return APIError(500, f"internal error: {exc}")

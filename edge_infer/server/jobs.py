@@ -88,9 +88,6 @@ class Job:
                                   source=self._source, capture_logprobs=self.logprobs)
                     self.choices.append(Choice(len(self.choices), prompt if kind != "messages" else None))
                     self.streams.append(self.engine.submit(req))
-        except APIError:
-            self.cancel()
-            raise
         except Exception as exc:  # refused by the engine: nothing of this call may keep running
             self.cancel()
             param = grammar_param if grammar_param and "grammar" in str(exc) else prompt_param
@@ -103,8 +100,10 @@ class Job:
     async def events(self):
         """(choice index, event) from every stream as they come, until all have finished."""
         async for i, ev in self._merged():
-            if isinstance(ev, FinishEvent) and self.on_finish:
-                self.on_finish(ev)
+            if isinstance(ev, FinishEvent):
+                self.choices[i].finish = ev
+                if self.on_finish:
+                    self.on_finish(ev)
             yield i, ev
 
     @property
@@ -144,17 +143,17 @@ class Job:
         """Run every choice to its end (non-streaming responses)."""
         async for i, ev in self.events():
             c = self.choices[i]
+            c.parts.append(ev.text)
             if isinstance(ev, TokenEvent):
-                c.parts.append(ev.text)
                 if ev.logprobs is not None:
                     c.logprobs.append((ev.token, ev.logprobs))
-            else:
-                c.parts.append(ev.text)
-                c.finish = ev
-                if failed(ev):
-                    self.cancel()
-                    raise APIError(500, f"generation failed: {ev.error}", code="generation_error")
+            elif (err := generation_error(ev)) is not None:
+                self.cancel()
+                raise err
 
 
-def failed(ev: FinishEvent) -> bool:
-    return ev.reason == "error" or (ev.reason == "cancelled" and ev.error is not None)
+def generation_error(ev: FinishEvent) -> APIError | None:
+    """The error to answer with when a generation ended by failing (or the engine shut down)."""
+    if ev.reason == "error" or (ev.reason == "cancelled" and ev.error is not None):
+        return APIError(500, f"generation failed: {ev.error}", code="generation_error")
+    return None

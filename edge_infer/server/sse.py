@@ -10,7 +10,7 @@ from starlette.responses import StreamingResponse
 
 from edge_infer.engine import TokenEvent
 from edge_infer.server.errors import APIError
-from edge_infer.server.jobs import Job, failed
+from edge_infer.server.jobs import Job, generation_error
 from edge_infer.server.responses import DONE, TokenText, sse, usage
 
 
@@ -64,9 +64,8 @@ async def stream_job(job: Job, wire, text_of: TokenText, echo: list[str] | None 
                     continue  # UTF-8 or a possible stop string still held back
                 yield sse(wire.chunk([wire.delta(i, ev.text, lp)]))
                 continue
-            job.choices[i].finish = ev
-            if failed(ev):
-                err = APIError(500, f"generation failed: {ev.error}", code="generation_error")
+            err = generation_error(ev)
+            if err is not None:
                 yield sse(err.body(), event="error")
                 return
             yield sse(wire.chunk([wire.closing(i, ev.text, ev.reason)]))

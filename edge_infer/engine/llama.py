@@ -93,7 +93,7 @@ class LlamaModel:
         if n < 0:  # the piece is longer than buf: -n is the size it needs
             buf = ctypes.create_string_buffer(-n)
             n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, -n, 0, special)
-        return buf.raw[:n]
+        return buf[:n]  # slicing the array copies n bytes, .raw would copy all 256
 
     def token_to_bytes(self, token: int, special: bool = False) -> bytes:
         # Not thread-safe (shared buffer): only the engine thread detokenizes.

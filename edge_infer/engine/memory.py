@@ -133,17 +133,26 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
     )
 
 
-def max_context(info: ModelInfo, budget_bytes: int, parallel: int = 1, **kwargs) -> int:
-    """Largest per-sequence context (a multiple of 256, at most the trained context)
-    whose estimate fits in budget_bytes; 0 when not even 256 tokens fit."""
-    best, lo, hi = 0, 1, max(1, info.context_length // MIN_CTX_STEP)
+def _largest(lo: int, hi: int, ok) -> int:
+    """The largest x in [lo, hi] with ok(x), for ok true up to some point and false after
+    it (memory grows with context, slots and GPU layers): a binary search. 0 if none."""
+    best = 0
     while lo <= hi:
         mid = (lo + hi) // 2
-        if estimate_memory(info, mid * MIN_CTX_STEP, parallel, **kwargs).total_bytes <= budget_bytes:
-            best, lo = mid * MIN_CTX_STEP, mid + 1
+        if ok(mid):
+            best, lo = mid, mid + 1
         else:
             hi = mid - 1
     return best
+
+
+def max_context(info: ModelInfo, budget_bytes: int, parallel: int = 1, **kwargs) -> int:
+    """Largest per-sequence context (a multiple of 256, at most the trained context)
+    whose estimate fits in budget_bytes; 0 when not even 256 tokens fit."""
+    def fits(steps: int) -> bool:
+        return estimate_memory(info, steps * MIN_CTX_STEP, parallel, **kwargs).total_bytes <= budget_bytes
+
+    return _largest(1, max(1, info.context_length // MIN_CTX_STEP), fits) * MIN_CTX_STEP
 
 
 # ---- the machine and the plan ------------------------------------------------------------
@@ -343,15 +352,8 @@ def plan_memory(info: ModelInfo, machine: Machine | None = None, *, ctx: int | N
             return n_gpu_layers
         if gpu_budget <= 0:
             return 0
-        total = info.block_count + 1
-        lo, hi, best = 0, total, 0
-        while lo <= hi:  # GPU bytes grow with every layer moved: binary search
-            mid = (lo + hi) // 2
-            if estimate_memory(info, c, p, n_gpu_layers=mid, **estimate_kwargs).gpu_bytes <= gpu_budget:
-                best, lo = mid, mid + 1
-            else:
-                hi = mid - 1
-        return best
+        return _largest(0, info.block_count + 1, lambda layers: estimate_memory(
+            info, c, p, n_gpu_layers=layers, **estimate_kwargs).gpu_bytes <= gpu_budget)
 
     def attempt(c: int, p: int) -> tuple[bool, int, MemoryEstimate]:
         layers = layers_for(c, p)
@@ -366,13 +368,7 @@ def plan_memory(info: ModelInfo, machine: Machine | None = None, *, ctx: int | N
             return MemoryPlan(layers, want_ctx, p, est, ram_budget, gpu_budget, True, tuple(notes))
     p = slots[-1]
     if ctx is None:  # shorten the context until it fits
-        lo, hi, best = 1, max(1, want_ctx // MIN_CTX_STEP), 0
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if attempt(mid * MIN_CTX_STEP, p)[0]:
-                best, lo = mid, mid + 1
-            else:
-                hi = mid - 1
+        best = _largest(1, max(1, want_ctx // MIN_CTX_STEP), lambda steps: attempt(steps * MIN_CTX_STEP, p)[0])
         if best * MIN_CTX_STEP >= min_ctx:
             c = best * MIN_CTX_STEP
             ok, layers, est = attempt(c, p)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import llama_cpp
 
+from edge_infer.engine.grammar_check import GrammarError, validate_gbnf
 from edge_infer.engine.llama import LlamaModel, SamplerChain
 
 
@@ -51,7 +53,20 @@ class SamplingParams:
 
 
 
+@lru_cache(maxsize=32)
+def _check_grammar(text: str) -> None:
+    # Every sequence builds its own sampler, often from the same grammar (n choices, JSON mode).
+    # Unused rules are allowed here: json_schema_to_gbnf adds some; the server refuses them
+    # in user grammars itself.
+    validate_gbnf(text, allow_unused=True)
+
+
 def build_sampler(model: LlamaModel, p: SamplingParams) -> SamplerChain:
+    if p.grammar:
+        try:  # llama.cpp hangs or aborts on some grammars instead of refusing them
+            _check_grammar(p.grammar)
+        except GrammarError as exc:
+            raise ValueError(f"invalid grammar: {exc}") from None
     chain = SamplerChain()
     if p.grammar:
         grammar = llama_cpp.llama_sampler_init_grammar(model.vocab, p.grammar.encode(), b"root")

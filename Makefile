@@ -1,14 +1,15 @@
 # Two entry points for a fresh machine (Python 3.10+, a C compiler, make):
 #   make run   - set up, provision the default model, open the edge-infer app
 #   make test  - set up with dev extras, provision the test models, run the suite
-# The first setup compiles llama-cpp-python (~7 min on 2 cores); pip caches the wheel.
+# The first setup compiles a portable llama-cpp-python (every x86-64 / arm64 CPU; ~25 min on
+# 2 cores), cached by its build flags in ~/.cache/edge-infer/wheels (packaging/llama_wheel.py).
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 EI := $(BIN)/edge-infer
 
-.PHONY: run test setup setup-dev models test-models bench binary binary-dir test-binary clean
+.PHONY: run test setup setup-dev llama models test-models bench bench-native binary binary-dir test-binary clean
 
 run: setup models
 	$(EI)
@@ -16,18 +17,22 @@ run: setup models
 test: setup-dev test-models
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-setup: $(VENV)/.installed
-setup-dev: $(VENV)/.installed-dev
+setup: llama $(VENV)/.installed
+setup-dev: llama $(VENV)/.installed-dev
+
+# The portable llama.cpp wheel: built once per flag set, reinstalled only when the flags change.
+llama: | $(VENV)/bin/python
+	$(BIN)/python packaging/llama_wheel.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python llama
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
+$(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python llama
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
@@ -39,6 +44,11 @@ test-models: setup-dev
 
 bench: setup models
 	$(EI) bench smollm2 --concurrency 1,2,4,8 --max-tokens 64
+
+# Portable vs -march=native llama.cpp, side by side in one run (builds the native wheel once).
+bench-native: setup models
+	$(BIN)/python packaging/llama_wheel.py --native --target .native-llama
+	$(EI) bench smollm2 --concurrency 1,8 --max-tokens 64 --repeat 3 --compare-lib .native-llama/llama_cpp/lib
 
 # Desktop binary (PyInstaller): dist/edge-infer, or dist/onedir/edge-infer/ for the folder build.
 binary: setup

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from edge_infer import __version__
@@ -19,6 +20,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edge-infer", description="Offline LLM inference on llama.cpp.")
     parser.add_argument("--version", action="version", version=f"edge-infer {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp and engine logs")
+    parser.add_argument("--cpu-variant", metavar="NAME",
+                        help="ggml CPU backend to load (auto, or e.g. haswell, skylakex; env EDGE_INFER_CPU_VARIANT)")
+    parser.add_argument("--extra-bufts", choices=["auto", "on", "off"],
+                        help="llama.cpp extra buffer types (AMX, repacked weights); auto = off on AMX CPUs "
+                             "(env EDGE_INFER_EXTRA_BUFTS)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"edge_infer.commands.{name}").register(sub)
@@ -30,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    # Process-wide llama.cpp settings travel as environment variables, so a server or
+    # benchmark process started from this one makes the same choice.
+    if args.cpu_variant:
+        os.environ["EDGE_INFER_CPU_VARIANT"] = args.cpu_variant
+    if args.extra_bufts:
+        os.environ["EDGE_INFER_EXTRA_BUFTS"] = args.extra_bufts
     if not getattr(args, "func", None):  # no command: open the app on the default model
         args = parser.parse_args((sys.argv[1:] if argv is None else list(argv)) + ["tui"])
     from edge_infer.errors import EdgeInferError

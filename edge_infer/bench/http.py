@@ -144,7 +144,7 @@ class ServerProcess:
     @classmethod
     def llama_cpp(cls, model_path, threads: int, ctx: int, flash_attn: bool) -> "ServerProcess":
         port = free_port()
-        return cls("llama_cpp", [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
+        return cls("llama_cpp", [sys.executable, "-m", "edge_infer.bench.llama_cpp_server", "--model", str(model_path),
                                  "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads),
                                  "--n_threads_batch", str(threads), "--n_ctx", str(ctx),
                                  "--flash_attn", str(flash_attn),

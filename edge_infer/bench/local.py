@@ -49,6 +49,10 @@ class SerialLlama:
                  flash_attn: bool = False):
         from llama_cpp import Llama
 
+        from edge_infer.engine.llama import init_backend
+
+        init_backend()  # the same CPU variant and buffer-type decision as the engine
+
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="baseline")
         self.llm = self.pool.submit(
             Llama, model_path=str(model_path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from edge_infer.commands.common import add_engine_args, add_model_arg, engine_settings, resolve_model
 
@@ -21,6 +22,9 @@ def register(sub) -> None:
     p.add_argument("--baseline-flash-attn", choices=["both", "off", "same"], default="both",
                    help="'off' runs Llama as llama-cpp-python ships it; 'same' gives it the engine's "
                         "flash-attention setting (isolates batching); 'both' runs both, one table each")
+    p.add_argument("--compare-lib", metavar="DIR", type=Path,
+                   help="instead of the baselines: the engine on this process's llama.cpp vs the same "
+                        "version's libraries in DIR (e.g. a -march=native build: make bench-native)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     add_engine_args(p)
     p.set_defaults(func=main)
@@ -37,6 +41,8 @@ def main(args) -> int:
     levels = parse_levels(args.concurrency)
     path, name = resolve_model(args.model)
     settings = engine_settings(args, parallel=args.parallel or max(levels), ctx=args.ctx or 1024)
+    if args.compare_lib:
+        return _compare_builds(args, path, levels, settings)
     proc = psutil.Process()
 
     def load_engine():
@@ -90,6 +96,29 @@ def main(args) -> int:
                        "baselines": {label: {"title": title, "passes": [p.to_dict() for p in passes[label]],
                                              "ratios": summary(engine_passes, passes[label])}
                                      for label, title, _ in baselines}}, f, indent=2)
+    return 0
+
+
+def _compare_builds(args, path, levels, settings) -> int:
+    from edge_infer.bench.builds import compare_builds
+    from edge_infer.bench.report import comparison_table, summary
+    from edge_infer.errors import EdgeInferError
+
+    lib = args.compare_lib.expanduser().resolve()
+    if not any(lib.glob("*llama*")):
+        raise EdgeInferError(f"no llama.cpp libraries in {lib}")
+    extra = ["--requests", str(args.requests), "--max-tokens", str(args.max_tokens),
+             "--parallel", str(settings.parallel), "--ctx", str(settings.ctx), "--threads", str(settings.n_threads)]
+    print(f"this build vs {lib}: {args.requests} requests x {args.max_tokens} tokens, "
+          f"{settings.n_threads} threads, {settings.parallel} slots", file=sys.stderr)
+    passes = compare_builds(str(path), [("installed", None), ("compared", lib)], levels, args.repeat, extra)
+    print(f"\nthis build (installed) vs {lib} (compared):")
+    print(comparison_table(passes["installed"], passes["compared"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"installed": [p.to_dict() for p in passes["installed"]],
+                       "compared": [p.to_dict() for p in passes["compared"]], "lib": str(lib),
+                       "ratios": summary(passes["installed"], passes["compared"])}, f, indent=2)
     return 0
 
 

@@ -1,5 +1,5 @@
 """`edge-infer inspect MODEL`: what a GGUF file is and what it will cost to run,
-from its header alone (no llama.cpp, no weights read)."""
+from its header alone (no weights read), and which llama.cpp CPU backend would run it."""
 
 from __future__ import annotations
 
@@ -84,17 +84,34 @@ def run(args: argparse.Namespace) -> int:
     ctx = args.ctx or min(settings.ctx, info.context_length or settings.ctx)
     engine_options = engine_estimate_kwargs(settings)  # as the engine would create its context
     est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=settings.n_gpu_layers, **engine_options)
+    from edge_infer.engine.llama import backend_info
+
+    backend = backend_info()  # loads ggml's backend libraries only, no model
     machine = detect_machine()
     plan = plan_memory(info, machine, ctx=args.ctx, parallel=args.parallel, n_gpu_layers=args.n_gpu_layers,
                        **engine_options)
     if args.json:
         memory = {"ctx": ctx, "parallel": settings.parallel, **est.to_dict()}
         print(json.dumps({"model": info.to_dict(), "memory": memory,
-                          "plan": {**plan.to_dict(), "machine": machine.describe()}}, indent=2))
+                          "plan": {**plan.to_dict(), "machine": machine.describe()},
+                          "backend": backend.as_dict()}, indent=2))
     else:
         print(_table(info, est, ctx, settings.parallel))
         print(_plan_lines(plan, machine))
+        print(backend_lines(backend))
     return 0
+
+
+def backend_lines(b) -> str:
+    """The llama.cpp backend of this process: CPU variant, buffer types, devices."""
+    others = [v for v in b.variants_available if v != b.variant]
+    return "\n".join([
+        f"llama.cpp backend: CPU variant {b.variant}"
+        + (f" (also in this build: {', '.join(others)})" if others else ""),
+        f"  CPU: {b.cpu_model or 'unknown'}; {' '.join(b.cpu_flags) or 'no SIMD flags read'}",
+        f"  extra buffer types: {', '.join(b.extra_bufts_offered) or 'none'}, {b.extra_bufts_reason}",
+        f"  devices: {', '.join(b.devices) or 'none'}",
+    ])
 
 
 def _plan_lines(plan, machine) -> str:

@@ -48,6 +48,7 @@ class Engine:
                 n_threads=s.n_threads, kv_unified=s.kv_unified, swa_full=s.swa_full,
                 flash_attn=s.flash_attn))
         self.load_log = load_log  # llama.cpp's own report of its buffers
+        self.backend = self.model.backend
         self.kv_bytes = kv_bytes_reported(load_log)
         # What one sequence may hold. With a unified KV cache llama.cpp would let one
         # sequence take every cell; capping each at `ctx` means the cells never run out.

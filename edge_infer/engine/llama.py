@@ -44,13 +44,46 @@ def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         log.debug(line.rstrip())
 
 
-def init_backend() -> None:
-    global _backend_ready
+_backend_info = None
+
+
+def init_backend():
+    """Once per process, before any model: load ggml's backends (the CPU variant chosen for
+    this CPU, see engine/cpu.py) and decide extra buffer types. Returns the BackendInfo.
+    Raises EdgeInferError for a bad EDGE_INFER_CPU_VARIANT / EDGE_INFER_EXTRA_BUFTS."""
+    global _backend_ready, _backend_info
     with _backend_lock:
         if not _backend_ready:
+            from edge_infer.engine import backend, cpu
+
             llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+            info = backend.load_backends(*cpu.settings_from_env())
             llama_cpp.llama_backend_init()
-            _backend_ready = True
+            if not info.use_extra_bufts:
+                _default_params_without_extra_bufts()
+            log.info("llama.cpp backend: %s (%s)", info.summary(), info.extra_bufts_reason)
+            _backend_info, _backend_ready = info, True
+        return _backend_info
+
+
+def backend_info():
+    """The BackendInfo of this process (loading the backends if nothing has yet)."""
+    return init_backend()
+
+
+def _default_params_without_extra_bufts() -> None:
+    # llama_cpp.Llama (the bench and loadtest baselines) builds its model params from
+    # llama_model_default_params() with no way to pass use_extra_bufts: patch the default
+    # once, so every llama.cpp model this process opens follows the same decision.
+    original = llama_cpp.llama_cpp.llama_model_default_params
+
+    def default_params():
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    llama_cpp.llama_cpp.llama_model_default_params = default_params
+    llama_cpp.llama_model_default_params = default_params
 
 
 class LlamaModel:
@@ -58,10 +91,12 @@ class LlamaModel:
     for tokenizing."""
 
     def __init__(self, path: Path, n_gpu_layers: int = 0, vocab_only: bool = False):
-        init_backend()
+        info = init_backend()
         params = llama_cpp.llama_model_default_params()
+        params.use_extra_bufts = info.use_extra_bufts
         params.n_gpu_layers = n_gpu_layers
         params.vocab_only = vocab_only
+        self.backend = info  # which CPU variant and buffer types this model runs on
         self.path = Path(path)
         self.handle = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.handle:

@@ -93,6 +93,15 @@ class Server:
         self.check_key(request)
         return JSONResponse(self.engine.snapshot().to_dict())
 
+    async def props(self, request: Request) -> Response:
+        """What this server runs on (llama-server's /props): model, settings, CPU backend."""
+        self.check_key(request)
+        backend = getattr(self.engine, "backend", None)
+        settings = getattr(self.engine, "settings", None)
+        return JSONResponse({"model": self.model,
+                             "settings": settings.__dict__ if settings is not None else None,
+                             "backend": backend.as_dict() if backend is not None else None})
+
     async def prometheus(self, request: Request) -> Response:
         self.check_key(request)
         return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
@@ -180,6 +189,8 @@ def create_app(engine, api_key: str | None = None, max_body: int = MAX_BODY) -> 
         Route("/v1/models", counted("/v1/models", srv.models), methods=["GET"]),
         Route("/v1/models/{model:path}", counted("/v1/models", srv.model_card), methods=["GET"]),
         Route("/v1/stats", counted("/v1/stats", srv.stats), methods=["GET"]),
+        Route("/props", counted("/props", srv.props), methods=["GET"]),
+        Route("/v1/props", counted("/props", srv.props), methods=["GET"]),
         Route("/v1/chat/completions", counted("/v1/chat/completions", srv.chat), methods=["POST"]),
         Route("/v1/completions", counted("/v1/completions", srv.completions), methods=["POST"]),
     ]

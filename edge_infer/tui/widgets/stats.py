@@ -59,7 +59,9 @@ class StatsPane(Widget):
         snap = engine.snapshot()
         self.decode_history.append(snap.decode_tok_s)
         self.prefill_history.append(snap.prefill_tok_s)
-        self.query_one("#stats-model", Static).update(f"[b]{self.app.host.description}[/b]")
+        backend = getattr(engine, "backend", None)
+        self.query_one("#stats-model", Static).update(
+            f"[b]{self.app.host.description}[/b]" + (f"\n{backend.summary()}" if backend else ""))
         self._bar("rss", snap.rss_bytes, self.total_ram, f"{snap.rss_bytes / MiB:.0f} MiB of {self.total_ram / MiB:.0f} MiB RAM")
         self._bar("weights", snap.weights_bytes, max(snap.rss_bytes, 1), f"{snap.weights_bytes / MiB:.0f} MiB")
         self._bar("kv", snap.kv_cells_used, snap.kv_cells_total,

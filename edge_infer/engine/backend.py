@@ -1,0 +1,144 @@
+"""Loading ggml's backends before the first model, and reporting what is in use.
+
+A portable llama.cpp (GGML_BACKEND_DL) links no CPU backend in: someone must load one
+(llama-cpp-python does not bind ggml_backend_load_all, its issue #2069, and a model load
+then says "no backends are loaded"). We load the CPU variant that engine/cpu.py chose,
+plus any GPU backend library of the build, through ctypes on the same libggml that
+libllama uses. Then we read the CPU device's extra buffer types, the input to the
+AMX decision. Process-wide and once: backends cannot be unloaded under a live model.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from edge_infer.engine import cpu
+from edge_infer.errors import EdgeInferError
+
+log = logging.getLogger("edge_infer.backend")
+
+# GPU backend libraries a GGML_BACKEND_DL build may carry next to the CPU variants.
+_GPU_BACKENDS = ("cuda", "hip", "metal", "vulkan", "sycl", "opencl", "musa", "blas")
+
+
+@dataclass
+class BackendInfo:
+    """What this process runs llama.cpp on; shown by inspect, the Stats tab and /v1/props."""
+    cpu_model: str
+    cpu_flags: list[str]            # the ISA flags that matter to ggml (not the whole list)
+    variant: str                    # CPU backend variant loaded, or "built-in"
+    variants_available: list[str]
+    extra_bufts_offered: list[str]  # e.g. ["AMX", "CPU_REPACK"]
+    use_extra_bufts: bool
+    extra_bufts_reason: str
+    devices: list[str] = field(default_factory=list)   # ggml devices, e.g. ["CPU", "CUDA0"]
+    lib_dir: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def summary(self) -> str:
+        bufts = ", ".join(self.extra_bufts_offered) or "none"
+        state = "on" if self.use_extra_bufts else "off"
+        return f"CPU variant {self.variant}; extra buffer types ({bufts}) {state}"
+
+
+def lib_dir() -> Path:
+    """Where llama_cpp loaded libllama from (its package lib/, LLAMA_CPP_LIB_PATH, or the
+    PyInstaller bundle's copy of the package)."""
+    import llama_cpp.llama_cpp as bindings
+    return Path(bindings._base_path)
+
+
+def _loaded_ggml(directory: Path) -> Path:
+    """The libggml file libllama already loaded. Wheels hold copies, not links, of
+    libggml.so / .so.0: opening another copy would give a second, empty backend registry."""
+    maps = Path("/proc/self/maps")
+    if maps.exists():
+        for line in maps.read_text().splitlines():
+            path = line.split()[-1]
+            if Path(path).name.startswith("libggml.so"):
+                return Path(path)
+    for name in ("libggml.so.0", "libggml.so", "libggml.0.dylib", "libggml.dylib", "ggml.dll"):
+        if (directory / name).exists():
+            return directory / name
+    raise EdgeInferError(f"no libggml in {directory}: is llama-cpp-python installed whole?")
+
+
+def _ggml(directory: Path) -> ctypes.CDLL:
+    import llama_cpp  # noqa: F401  (loads libllama, and with it libggml)
+
+    path = _loaded_ggml(directory)
+    lib = ctypes.CDLL(str(path), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+    vp, cp = ctypes.c_void_p, ctypes.c_char_p
+    for name, res, args in (
+        ("ggml_backend_load", vp, [cp]),
+        ("ggml_backend_dev_count", ctypes.c_size_t, []),
+        ("ggml_backend_dev_get", vp, [ctypes.c_size_t]),
+        ("ggml_backend_dev_name", cp, [vp]),
+        ("ggml_backend_dev_type", ctypes.c_int, [vp]),
+        ("ggml_backend_dev_backend_reg", vp, [vp]),
+        ("ggml_backend_reg_get_proc_address", vp, [vp, cp]),
+        ("ggml_backend_buft_name", cp, [vp]),
+    ):
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    return lib
+
+
+_DEV_TYPE_CPU = 0
+
+
+def _extra_bufts(ggml: ctypes.CDLL) -> tuple[list[str], list[str]]:
+    """(device names, extra buffer type names of the CPU device)."""
+    devices, offered = [], []
+    for i in range(ggml.ggml_backend_dev_count()):
+        dev = ggml.ggml_backend_dev_get(i)
+        devices.append(ggml.ggml_backend_dev_name(dev).decode())
+        if ggml.ggml_backend_dev_type(dev) != _DEV_TYPE_CPU or offered:
+            continue
+        reg = ggml.ggml_backend_dev_backend_reg(dev)
+        fn_ptr = ggml.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_dev_get_extra_bufts")
+        if not fn_ptr:
+            continue
+        get = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)(fn_ptr)
+        arr = get(dev)
+        j = 0
+        while arr and arr[j]:
+            offered.append(ggml.ggml_backend_buft_name(arr[j]).decode())
+            j += 1
+    return devices, offered
+
+
+def load_backends(variant_request: str, extra_setting: str, features: cpu.CpuFeatures | None = None) -> BackendInfo:
+    """Load the chosen CPU variant (and GPU backends) of a portable build; decide extra
+    buffer types. Raises EdgeInferError (one line) for a bad setting or a missing variant."""
+    features = features or cpu.read_cpu_features()
+    directory = lib_dir()
+    variants = cpu.variants_in(directory)
+    candidates = cpu.variant_candidates(features, list(variants), variant_request)
+    cpu.decide_extra_bufts(features, [], extra_setting)   # reject a bad value before loading
+    ggml = _ggml(directory)
+    variant = candidates[0]
+    if variants:
+        # ggml refuses (NULL) a variant whose CPUID check fails: take the next one down.
+        variant = next((v for v in candidates if ggml.ggml_backend_load(str(variants[v]).encode())), None)
+        if variant is None:
+            tried = ", ".join(candidates)
+            raise EdgeInferError(f"llama.cpp refused every CPU backend tried ({tried}): "
+                                 "this CPU lacks what they need")
+        for name in _GPU_BACKENDS:
+            for path in directory.glob(f"*ggml-{name}.*"):
+                if ggml.ggml_backend_load(str(path).encode()):
+                    log.info("loaded ggml backend %s", path.name)
+    devices, offered = _extra_bufts(ggml)
+    use, reason = cpu.decide_extra_bufts(features, offered, extra_setting)
+    interesting = sorted(f for f in features.flags if f.startswith(("avx", "amx", "fma", "f16c", "sse4", "bmi2", "asimd", "sve", "i8mm")))
+    return BackendInfo(cpu_model=features.model, cpu_flags=interesting, variant=variant,
+                       variants_available=sorted(variants, key=cpu._rank), extra_bufts_offered=offered,
+                       use_extra_bufts=use, extra_bufts_reason=reason, devices=devices,
+                       lib_dir=str(directory))

@@ -1,0 +1,96 @@
+"""The llama.cpp CPU backend as users meet it: a long prompt on whatever CPU runs the tests
+(on an AMX Xeon this crashed before the extra-buffer decision), the variant and buffer
+types shown, bad settings as one-line errors, and an older CPU under qemu."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from edge_infer.engine import cpu
+
+LONG_PROMPT = "word " * 300
+
+
+def edge_infer(*args, env=None, prefix=(), timeout=300):
+    return subprocess.run([*prefix, sys.executable, "-m", "edge_infer", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def test_a_300_token_prompt_runs_through_the_engine(smollm2_path):
+    from edge_infer.config import EngineSettings
+    from edge_infer.engine import Engine, Request, SamplingParams
+
+    engine = Engine(smollm2_path, EngineSettings(ctx=1024, parallel=2))
+    try:
+        tokens = engine.tokenize(LONG_PROMPT)
+        assert len(tokens) >= 300
+        done = engine.generate(Request(prompt_tokens=tokens, sampling=SamplingParams(
+            temperature=0, max_tokens=8, ignore_eos=True)))
+        assert done.error is None and len(done.tokens) == 8
+    finally:
+        engine.close()
+
+
+def test_the_cli_answers_a_long_prompt(smollm2_path):
+    r = edge_infer("run", smollm2_path, LONG_PROMPT, "--max-tokens", "8")
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_inspect_shows_the_backend(smollm2_path):
+    r = edge_infer("inspect", smollm2_path, "--json")
+    assert r.returncode == 0, r.stderr
+    backend = json.loads(r.stdout)["backend"]
+    features = cpu.read_cpu_features()
+    if backend["variants_available"]:   # the portable build: the best variant for this CPU
+        assert backend["variant"] == cpu.choose_variant(features, backend["variants_available"])
+    if features.has_amx and "AMX" in backend["extra_bufts_offered"]:
+        assert backend["use_extra_bufts"] is False
+    assert "CPU" in backend["devices"]
+    text = edge_infer("inspect", smollm2_path)
+    assert "llama.cpp backend: CPU variant" in text.stdout and "extra buffer types" in text.stdout
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (["--cpu-variant", "pentium"], {}, "unknown CPU variant 'pentium'"),
+    ([], {"EDGE_INFER_CPU_VARIANT": "pentium"}, "unknown CPU variant 'pentium'"),
+    ([], {"EDGE_INFER_EXTRA_BUFTS": "maybe"}, "EDGE_INFER_EXTRA_BUFTS must be one of"),
+])
+def test_bad_backend_settings_are_one_line_errors(smollm2_path, args, env, message):
+    r = edge_infer(*args, "run", smollm2_path, "Hello", "-n", "2", env=env)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_variant_this_cpu_cannot_run_is_refused(smollm2_path):
+    features = cpu.read_cpu_features()
+    beyond = [v for v in cpu.X86_VARIANTS if not cpu.variant_supported(v, features)]
+    if not cpu.variants_in(_lib_dir()) or not beyond:
+        pytest.skip("needs the portable build and a variant this CPU lacks")
+    r = edge_infer("--cpu-variant", beyond[-1], "run", smollm2_path, "Hello", "-n", "2")
+    assert r.returncode == 2 and "this CPU cannot run" in r.stderr
+
+
+def test_the_lowest_variant_forced_answers(smollm2_path):
+    if "x64" not in cpu.variants_in(_lib_dir()):
+        pytest.skip("not the portable build (no x64 variant)")
+    r = edge_infer("--cpu-variant", "x64", "run", smollm2_path, "The capital of France is", "-n", "4",
+                   "--temperature", "0")
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr[-2000:]
+
+
+@pytest.mark.skipif(not shutil.which("qemu-x86_64"), reason="qemu-user not installed (apt-get install qemu-user)")
+def test_the_venv_answers_on_a_haswell_cpu_under_qemu(smollm2_path):
+    """A CPU with AVX2 and no AVX-512: a -march=native build from an AVX-512 machine dies
+    here with SIGILL; the portable build picks its haswell variant."""
+    r = edge_infer("run", smollm2_path, "Hello", "--max-tokens", "4", "--threads", "2",
+                   prefix=("qemu-x86_64", "-cpu", "Haswell"), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip()
+
+
+def _lib_dir():
+    from edge_infer.engine.backend import lib_dir
+    return lib_dir()

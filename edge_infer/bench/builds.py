@@ -15,9 +15,11 @@ from pathlib import Path
 from edge_infer.bench.workload import PassResult, median_pass
 
 
-def _child_pass(model: str, lib_dir: Path | None, concurrency: int, label: str, extra: list[str]) -> PassResult:
+def _child_pass(model: str, lib_dir: Path | None, concurrency: int, label: str, extra: list[str],
+                overrides: dict[str, str]) -> PassResult:
     env = dict(os.environ)
     env.pop("LLAMA_CPP_LIB_PATH", None)
+    env.update(overrides)
     if lib_dir is not None:
         env["LLAMA_CPP_LIB_PATH"] = str(lib_dir)
     with tempfile.TemporaryDirectory() as tmp:
@@ -31,14 +33,15 @@ def _child_pass(model: str, lib_dir: Path | None, concurrency: int, label: str, 
     return PassResult(**{**data["engine"][0], "system": label})
 
 
-def compare_builds(model: str, builds: list[tuple[str, Path | None]], levels: list[int], repeat: int,
-                   extra: list[str]) -> dict[str, list[PassResult]]:
-    """{label: the median pass at each level}. `builds`: (label, lib dir or None = installed)."""
+def compare_builds(model: str, builds: list[tuple[str, Path | None, dict[str, str]]], levels: list[int],
+                   repeat: int, extra: list[str]) -> dict[str, list[PassResult]]:
+    """{label: the median pass at each level}. `builds`: (label, lib dir or None = installed,
+    environment overrides such as EDGE_INFER_CPU_VARIANT)."""
     runs: dict[tuple[str, int], list[PassResult]] = {}
     for _rep in range(max(1, repeat)):
         for c in levels:
-            for label, lib in builds:
-                result = _child_pass(model, lib, c, label, extra)
+            for label, lib, overrides in builds:
+                result = _child_pass(model, lib, c, label, extra, overrides)
                 runs.setdefault((label, c), []).append(result)
                 print(f"  {label:<9} c={c}: {result.agg_tok_s:.1f} tok/s", file=sys.stderr)
-    return {label: [median_pass(runs[(label, c)]) for c in levels] for label, _ in builds}
+    return {label: [median_pass(runs[(label, c)]) for c in levels] for label, _, _ in builds}

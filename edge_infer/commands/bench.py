@@ -25,6 +25,9 @@ def register(sub) -> None:
     p.add_argument("--compare-lib", metavar="DIR", type=Path,
                    help="instead of the baselines: the engine on this process's llama.cpp vs the same "
                         "version's libraries in DIR (e.g. a -march=native build: make bench-native)")
+    p.add_argument("--compare-env", metavar="K=V", action="append", default=[],
+                   help="instead of the baselines: the engine as is vs with these environment settings "
+                        "(e.g. EDGE_INFER_CPU_VARIANT=icelake); combines with --compare-lib")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     add_engine_args(p)
     p.set_defaults(func=main)
@@ -41,7 +44,7 @@ def main(args) -> int:
     levels = parse_levels(args.concurrency)
     path, name = resolve_model(args.model)
     settings = engine_settings(args, parallel=args.parallel or max(levels), ctx=args.ctx or 1024)
-    if args.compare_lib:
+    if args.compare_lib or args.compare_env:
         return _compare_builds(args, path, levels, settings)
     proc = psutil.Process()
 
@@ -104,20 +107,29 @@ def _compare_builds(args, path, levels, settings) -> int:
     from edge_infer.bench.report import comparison_table, summary
     from edge_infer.errors import EdgeInferError
 
-    lib = args.compare_lib.expanduser().resolve()
-    if not any(lib.glob("*llama*")):
+    lib = args.compare_lib.expanduser().resolve() if args.compare_lib else None
+    if lib is not None and not any(lib.glob("*llama*")):
         raise EdgeInferError(f"no llama.cpp libraries in {lib}")
+    overrides = {}
+    for item in args.compare_env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise EdgeInferError(f"--compare-env takes KEY=VALUE, not {item!r}")
+        overrides[key] = value
+    what = " ".join([str(lib)] * bool(lib) + args.compare_env)
     extra = ["--requests", str(args.requests), "--max-tokens", str(args.max_tokens),
              "--parallel", str(settings.parallel), "--ctx", str(settings.ctx), "--threads", str(settings.n_threads)]
-    print(f"this build vs {lib}: {args.requests} requests x {args.max_tokens} tokens, "
+    print(f"this build vs {what}: {args.requests} requests x {args.max_tokens} tokens, "
           f"{settings.n_threads} threads, {settings.parallel} slots", file=sys.stderr)
-    passes = compare_builds(str(path), [("installed", None), ("compared", lib)], levels, args.repeat, extra)
-    print(f"\nthis build (installed) vs {lib} (compared):")
+    passes = compare_builds(str(path), [("installed", None, {}), ("compared", lib, overrides)], levels,
+                            args.repeat, extra)
+    print(f"\nthis build as installed vs {what} (compared):")
     print(comparison_table(passes["installed"], passes["compared"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"installed": [p.to_dict() for p in passes["installed"]],
-                       "compared": [p.to_dict() for p in passes["compared"]], "lib": str(lib),
+                       "compared": [p.to_dict() for p in passes["compared"]], "lib": str(lib or ""),
+                       "env": overrides,
                        "ratios": summary(passes["installed"], passes["compared"])}, f, indent=2)
     return 0
 

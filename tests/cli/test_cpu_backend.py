@@ -94,3 +94,13 @@ def test_the_venv_answers_on_a_haswell_cpu_under_qemu(smollm2_path):
 def _lib_dir():
     from edge_infer.engine.backend import lib_dir
     return lib_dir()
+
+
+def test_bench_compares_two_backend_settings_side_by_side(smollm2_path):
+    r = edge_infer("bench", smollm2_path, "--concurrency", "1", "--requests", "2", "--max-tokens", "4",
+                   "--compare-env", "EDGE_INFER_EXTRA_BUFTS=off")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [line.split()[0] for line in r.stdout.splitlines() if line.split()[:1] in (["installed"], ["compared"])]
+    assert rows == ["installed", "compared"]
+    bad = edge_infer("bench", smollm2_path, "--compare-env", "nonsense")
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr

@@ -126,3 +126,44 @@ def test_serve_on_a_socket_answers_a_chat_completion(binary, clean_env, smollm2_
     assert proc.returncode == 0, err[-2000:]
     assert not any(m in err for m in BUNDLE_FAILURES), err[-3000:]
     assert not sock.exists()  # removed on exit
+
+
+def test_bundle_carries_the_cpu_variants(binary, clean_env, smollm2_path):
+    """The binary is built from the portable llama.cpp: every CPU variant rides along and
+    the one for this CPU is picked at run time."""
+    from edge_infer.engine import cpu
+
+    r = run(binary, clean_env, "inspect", smollm2_path, "--json")
+    assert r.returncode == 0, r.stderr
+    backend = json.loads(r.stdout)["backend"]
+    assert {"x64", "sse42", "haswell", "skylakex"} <= set(backend["variants_available"])
+    assert backend["variant"] == cpu.choose_variant(cpu.read_cpu_features(), backend["variants_available"])
+
+
+def test_the_lowest_variant_has_no_avx512(binary, tmp_path):
+    """qemu-user cannot test the binary (its bootloader re-executes itself and escapes to the
+    real CPU), so check the code instead: no zmm register in the x64 variant."""
+    import pytest
+
+    if not shutil.which("objdump"):
+        pytest.skip("objdump not installed (binutils)")
+    from PyInstaller.archive.readers import CArchiveReader
+
+    archive = CArchiveReader(str(binary))
+    name = next(n for n in archive.toc if n.endswith("libggml-cpu-x64.so"))
+    lib = tmp_path / "libggml-cpu-x64.so"
+    lib.write_bytes(archive.extract(name))
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(lib)], capture_output=True,
+                             text=True, check=True).stdout
+    assert "%zmm" not in listing and "%ymm" not in listing  # x64 = SSE2 only
+    assert listing.count("\n") > 10000  # it is the real backend, disassembled
+
+
+def test_the_lowest_variant_forced_answers(binary, clean_env, smollm2_path):
+    r = run(binary, {**clean_env, "EDGE_INFER_CPU_VARIANT": "x64"}, "inspect", smollm2_path, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["backend"]["variant"] == "x64", r.stderr
+    r = run(binary, clean_env, "--cpu-variant", "x64", "run", smollm2_path, "The capital of France is", "-n", "6",
+            "--temperature", "0")
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    bad = run(binary, clean_env, "--cpu-variant", "pentium", "run", smollm2_path, "Hello")
+    assert bad.returncode == 2 and "unknown CPU variant" in bad.stderr and "Traceback" not in bad.stderr

@@ -98,3 +98,22 @@ def test_api_key_required_when_set(make_served):
 def test_unknown_route_and_method(served):
     assert error_of(httpx.get(served.base + "/nope"))["message"]
     assert httpx.get(served.base + "/chat/completions").status_code == 405
+
+
+@pytest.mark.parametrize("grammar, reason", [
+    ('root ::= "a"{5,2}', "minimum above its maximum"),          # froze the server, RSS to 4 GB
+    ('root ::= [^\\x00-\\U0010FFFF]', "matches no character"),   # aborted the process in llama.cpp
+    ("root ::= item\nitem ::= undefined-rule", "undefined"),
+    ("root ::= root \"a\"", "left"),
+    ('root ::= "a"{1,100000}', "repetition"),
+])
+@pytest.mark.parametrize("route", ["/completions", "/chat/completions"])
+def test_bad_grammars_are_400_and_the_server_serves_on(served, grammar, reason, route):
+    body = {"grammar": grammar, "max_tokens": 4,
+            **({"prompt": "Hi"} if route == "/completions" else {"messages": Q})}
+    r = httpx.post(served.base + route, json=body, timeout=10)
+    assert r.status_code == 400, r.text
+    err = error_of(r)
+    assert err["param"] == "grammar" and reason in err["message"].lower()
+    ok = httpx.post(served.base + "/completions", json={"prompt": "Hi", "max_tokens": 2}, timeout=30)
+    assert ok.status_code == 200 and httpx.get(served.url + "/health").status_code == 200

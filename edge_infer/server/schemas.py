@@ -17,7 +17,9 @@ from edge_infer.server.errors import APIError, bad_request
 # Validators raise APIError (not a ValueError), which pydantic lets through untouched:
 # that is how a cross-field check names its own `param`.
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # NaN and Infinity parse as JSON numbers (json.loads accepts them): refuse them here,
+    # before a NaN temperature or penalty reaches llama.cpp's samplers.
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
 
 class TextPart(_Body):
@@ -53,7 +55,8 @@ class StreamOptions(_Body):
     include_usage: bool = False
 
 
-Stop = Union[str, Annotated[list[str], Field(max_length=4)], None]
+StopString = Annotated[str, Field(max_length=256)]   # each is matched against the text per token
+Stop = Union[StopString, Annotated[list[StopString], Field(max_length=4)], None]
 
 
 class _Sampling(_Body):
@@ -149,7 +152,7 @@ def _param(loc: tuple) -> str | None:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("str", "list[str]", "list[int]", "list[list[int]]", "list[TextPart]", "none") \
+        elif part in ("str", "list[str]", "list[int]", "constrained-str", "list[constrained-str]", "list[list[int]]", "list[TextPart]", "none") \
                 or "[" in str(part) or part.startswith("function-"):
             continue
         else:

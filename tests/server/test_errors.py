@@ -117,3 +117,19 @@ def test_bad_grammars_are_400_and_the_server_serves_on(served, grammar, reason, 
     assert err["param"] == "grammar" and reason in err["message"].lower()
     ok = httpx.post(served.base + "/completions", json={"prompt": "Hi", "max_tokens": 2}, timeout=30)
     assert ok.status_code == 200 and httpx.get(served.url + "/health").status_code == 200
+
+
+@pytest.mark.parametrize("raw, param", [
+    (b'{"prompt": "Hi", "temperature": NaN}', "temperature"),
+    (b'{"prompt": "Hi", "top_p": Infinity}', "top_p"),
+    (b'{"prompt": "Hi", "repeat_penalty": Infinity}', "repeat_penalty"),
+    (b'{"prompt": "Hi", "min_p": -Infinity}', "min_p"),
+])
+def test_nan_and_infinity_are_refused(served, raw, param):
+    r = httpx.post(served.base + "/completions", content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and error_of(r)["param"] == param, r.text
+
+
+def test_a_huge_stop_string_is_refused(served):
+    r = httpx.post(served.base + "/completions", json={"prompt": "Hi", "stop": ["x" * 10_000]})
+    assert r.status_code == 400 and error_of(r)["param"].startswith("stop"), r.text

@@ -82,8 +82,9 @@ class Engine:
 
     def submit(self, request: Request) -> RequestStream:
         """Validate, tokenize and queue a request. Raises before queuing if it cannot run."""
-        if self._closed:
-            raise EngineClosedError("the engine is shut down")
+        if not self.alive:
+            raise EngineClosedError("the engine is shut down" if self._closed else
+                                    "the engine thread has stopped (see the log); restart the server")
         tokens = self.prompts.tokens_for(request)
         need = len(tokens) + len(request.forced_tokens or [])
         if len(tokens) >= self.n_ctx_seq or need > self.n_ctx_seq:
@@ -135,7 +136,26 @@ class Engine:
         self.close()
 
     # ---- engine thread ---------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        """False once closed or if the engine thread has died: /health says so, submit refuses."""
+        return not self._closed and self._thread.is_alive()
+
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            # However the loop ended (close, or an exception that escaped it), no request
+            # may wait forever: every live one gets its end.
+            with self._lock:
+                orphans = list(self._live.values())
+            for seq in orphans:
+                try:
+                    self._finish(seq, "cancelled", error="the engine stopped", flush=False)
+                except Exception:  # a half-set-up sequence: end its stream at least
+                    log.exception("could not finish %s", seq.id)
+
+    def _loop(self) -> None:
         sched = self.scheduler
         while True:
             idle = not sched.running and not sched.waiting

@@ -74,8 +74,10 @@ class Server:
     # ---- routes -----------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
         snap = self.engine.snapshot()
-        return JSONResponse({"status": "ok", "model": self.model, "slots": snap.n_slots,
-                             "slots_busy": snap.slots_busy, "queued": snap.queued})
+        alive = getattr(self.engine, "alive", True)
+        return JSONResponse({"status": "ok" if alive else "error", "model": self.model, "slots": snap.n_slots,
+                             "slots_busy": snap.slots_busy, "queued": snap.queued},
+                            status_code=200 if alive else 503)
 
     async def models(self, request: Request) -> Response:
         self.check_key(request)

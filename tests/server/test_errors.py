@@ -133,3 +133,28 @@ def test_nan_and_infinity_are_refused(served, raw, param):
 def test_a_huge_stop_string_is_refused(served):
     r = httpx.post(served.base + "/completions", json={"prompt": "Hi", "stop": ["x" * 10_000]})
     assert r.status_code == 400 and error_of(r)["param"].startswith("stop"), r.text
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the crash is the point
+def test_a_dead_engine_thread_is_503_not_a_hang(make_served):
+    """If the engine thread dies, /health says so and requests are refused, never left waiting."""
+    live = make_served()
+    engine = live.engine
+    stream = httpx.stream("POST", live.base + "/completions", timeout=30,
+                          json={"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": True, "stream": True})
+    response = stream.__enter__()
+    assert response.status_code == 200
+
+    def crash(block):
+        raise SystemExit("simulated engine crash")
+    engine._take_inbox = crash
+    engine._inbox.put(None)
+    engine._thread.join(10)
+    assert not engine._thread.is_alive()
+    body = b"".join(response.iter_bytes())   # the running stream ends instead of hanging
+    stream.__exit__(None, None, None)
+    assert b"engine stopped" in body or b"[DONE]" in body
+    health = httpx.get(live.url + "/health", timeout=5)
+    assert health.status_code == 503 and health.json()["status"] == "error"
+    r = httpx.post(live.base + "/completions", json={"prompt": "Hi", "max_tokens": 2}, timeout=10)
+    assert r.status_code == 503 and "engine thread has stopped" in error_of(r)["message"]

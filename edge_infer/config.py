@@ -29,6 +29,9 @@ class EngineSettings:
     # 2-core CPU it took SmolLM2 from 106 to 122 tok/s alone and 168 to 203 with 8 sequences.
     flash_attn: str = "auto"    # auto | on | off
     queue_size: int = 64        # requests waiting beyond the slots; more are refused
+    # Every request ends: one that is still queued or generating this many seconds after it
+    # was submitted is finished with an error and its slot freed (0 = no deadline).
+    request_timeout: int = 600
 
     @classmethod
     def from_env(cls, **overrides) -> "EngineSettings":

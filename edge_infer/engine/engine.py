@@ -191,11 +191,23 @@ class Engine:
                 return not self._closed
 
     def _drop_cancelled(self) -> None:
-        for seq in [s for s in self.scheduler.waiting if s.cancelled]:
+        timeout = self.settings.request_timeout
+        cutoff = time.perf_counter() - timeout if timeout > 0 else None
+        for seq in [s for s in self.scheduler.waiting if s.cancelled or self._late(s, cutoff)]:
             self.scheduler.remove_waiting(seq)
+            self._end_dropped(seq, timeout)
+        for seq in [s for s in self.scheduler.running if s.cancelled or self._late(s, cutoff)]:
+            self._end_dropped(seq, timeout)
+
+    @staticmethod
+    def _late(seq: Sequence, cutoff: float | None) -> bool:
+        return cutoff is not None and seq.stats.queued_at < cutoff
+
+    def _end_dropped(self, seq: Sequence, timeout: int) -> None:
+        if seq.cancelled:
             self._finish(seq, "cancelled")
-        for seq in [s for s in self.scheduler.running if s.cancelled]:
-            self._finish(seq, "cancelled")
+        else:
+            self._finish(seq, "timeout", error=f"the request ran past its deadline of {timeout} s")
 
     def _start(self, admission: Admission) -> None:
         """Reuse a cached prefix (the slot's own or a donor's) when llama.cpp holds all it needs."""

@@ -166,6 +166,8 @@ class Job:
 
 def generation_error(ev: FinishEvent) -> APIError | None:
     """The error to answer with when a generation ended by failing (or the engine shut down)."""
+    if ev.reason == "timeout":  # the server's deadline, not a fault: retry later
+        return APIError(503, str(ev.error), code="deadline_exceeded", headers={"Retry-After": "1"})
     if ev.reason == "error" or (ev.reason == "cancelled" and ev.error is not None):
         return APIError(500, f"generation failed: {ev.error}", code="generation_error")
     return None

@@ -158,3 +158,20 @@ def test_a_dead_engine_thread_is_503_not_a_hang(make_served):
     assert health.status_code == 503 and health.json()["status"] == "error"
     r = httpx.post(live.base + "/completions", json={"prompt": "Hi", "max_tokens": 2}, timeout=10)
     assert r.status_code == 503 and "engine thread has stopped" in error_of(r)["message"]
+
+
+def test_a_request_past_its_deadline_ends_and_frees_its_slot(make_served):
+    live = make_served(request_timeout=1, parallel=1)
+    r = httpx.post(live.base + "/completions", timeout=30,
+                   json={"prompt": "Once upon a time", "max_tokens": 900, "ignore_eos": True})
+    assert r.status_code == 503 and error_of(r)["code"] == "deadline_exceeded", r.text
+    assert r.headers["Retry-After"] == "1"
+    with httpx.stream("POST", live.base + "/completions", timeout=30,
+                      json={"prompt": "Once upon a time", "max_tokens": 900, "ignore_eos": True,
+                            "stream": True}) as s:
+        body = b"".join(s.iter_bytes())
+    assert b"deadline" in body
+    snap = live.engine.snapshot()
+    assert snap.slots_busy == 0 and snap.running == 0
+    ok = httpx.post(live.base + "/completions", json={"prompt": "Hi", "max_tokens": 2}, timeout=30)
+    assert ok.status_code == 200

@@ -64,24 +64,28 @@ def test_bad_backend_settings_are_one_line_errors(smollm2_path, args, env, messa
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
 
 
-def test_a_variant_this_cpu_cannot_run_is_refused(smollm2_path):
-    features = cpu.read_cpu_features()
-    beyond = [v for v in cpu.X86_VARIANTS if not cpu.variant_supported(v, features)]
-    if not cpu.variants_in(_lib_dir()) or not beyond:
-        pytest.skip("needs the portable build and a variant this CPU lacks")
-    r = edge_infer("--cpu-variant", beyond[-1], "run", smollm2_path, "Hello", "-n", "2")
-    assert r.returncode == 2 and "this CPU cannot run" in r.stderr
+def test_a_variant_the_cpu_cannot_run_is_refused_before_loading():
+    """Decided from the CPU's flags before any backend is loaded: a laptop's flags, faked."""
+    from edge_infer.engine.backend import load_backends
+    from edge_infer.errors import EdgeInferError
+
+    laptop = cpu.CpuFeatures("x86_64", cpu.X86_VARIANTS["haswell"])
+    with pytest.raises(EdgeInferError, match="this CPU cannot run the 'sapphirerapids' variant"):
+        load_backends("sapphirerapids", "auto", features=laptop)
+
+
+def test_setup_installed_the_portable_build():
+    assert {"x64", "sse42", "haswell", "skylakex", "sapphirerapids"} <= set(cpu.variants_in(_lib_dir()))
 
 
 def test_the_lowest_variant_forced_answers(smollm2_path):
-    if "x64" not in cpu.variants_in(_lib_dir()):
-        pytest.skip("not the portable build (no x64 variant)")
     r = edge_infer("--cpu-variant", "x64", "run", smollm2_path, "The capital of France is", "-n", "4",
                    "--temperature", "0")
     assert r.returncode == 0 and r.stdout.strip(), r.stderr[-2000:]
 
 
-@pytest.mark.skipif(not shutil.which("qemu-x86_64"), reason="qemu-user not installed (apt-get install qemu-user)")
+@pytest.mark.skipif(not shutil.which("qemu-x86_64"),
+                    reason="qemu-user is not installed (.ci/run installs it; apt-get install qemu-user)")
 def test_the_venv_answers_on_a_haswell_cpu_under_qemu(smollm2_path):
     """A CPU with AVX2 and no AVX-512: a -march=native build from an AVX-512 machine dies
     here with SIGILL; the portable build picks its haswell variant."""

@@ -5,12 +5,11 @@ import ctypes
 import re
 from contextlib import contextmanager
 
+import llama_cpp
 import pytest
 
 from edge_infer.engine.memory import MiB, estimate_memory
 from edge_infer.store.gguf_info import read_model_info
-
-llama_cpp = pytest.importorskip("llama_cpp")
 
 
 @contextmanager

@@ -115,8 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.print:
         print(f"flags  {' '.join(flags)}\nkey    {key}\nfolder {wheel_root() / key}")
         return 0
-    if shutil.which("cmake") is None and not (wheel_root() / key).exists():
-        print("note: no cmake on PATH; pip's build backend brings its own", file=sys.stderr)
     wheel = built_wheel(flags)
     if args.wheel_only:
         print(wheel)

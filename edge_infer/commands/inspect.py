@@ -84,9 +84,9 @@ def run(args: argparse.Namespace) -> int:
     ctx = args.ctx or min(settings.ctx, info.context_length or settings.ctx)
     engine_options = engine_estimate_kwargs(settings)  # as the engine would create its context
     est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=settings.n_gpu_layers, **engine_options)
-    from edge_infer.engine.llama import backend_info
+    from edge_infer.engine.llama import init_backend
 
-    backend = backend_info()  # loads ggml's backend libraries only, no model
+    backend = init_backend()  # loads ggml's backend libraries only, no model
     machine = detect_machine()
     plan = plan_memory(info, machine, ctx=args.ctx, parallel=args.parallel, n_gpu_layers=args.n_gpu_layers,
                        **engine_options)

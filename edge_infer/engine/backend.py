@@ -121,7 +121,7 @@ def load_backends(variant_request: str, extra_setting: str, features: cpu.CpuFea
     directory = lib_dir()
     variants = cpu.variants_in(directory)
     candidates = cpu.variant_candidates(features, list(variants), variant_request)
-    cpu.decide_extra_bufts(features, [], extra_setting)   # reject a bad value before loading
+    extra_setting = cpu.parse_extra_bufts(extra_setting)   # a bad value fails before loading
     ggml = _ggml(directory)
     variant = candidates[0]
     if variants:
@@ -139,6 +139,6 @@ def load_backends(variant_request: str, extra_setting: str, features: cpu.CpuFea
     use, reason = cpu.decide_extra_bufts(features, offered, extra_setting)
     interesting = sorted(f for f in features.flags if f.startswith(("avx", "amx", "fma", "f16c", "sse4", "bmi2", "asimd", "sve", "i8mm")))
     return BackendInfo(cpu_model=features.model, cpu_flags=interesting, variant=variant,
-                       variants_available=sorted(variants, key=cpu._rank), extra_bufts_offered=offered,
+                       variants_available=sorted(variants, key=cpu.variant_rank), extra_bufts_offered=offered,
                        use_extra_bufts=use, extra_bufts_reason=reason, devices=devices,
                        lib_dir=str(directory))

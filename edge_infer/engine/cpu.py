@@ -101,7 +101,7 @@ def variant_candidates(features: CpuFeatures, available: list[str], requested: s
     if requested != "auto":
         if requested not in available:
             raise EdgeInferError(f"unknown CPU variant {requested!r}; this build has: "
-                                 + ", ".join(sorted(available, key=_rank)))
+                                 + ", ".join(sorted(available, key=variant_rank)))
         if requested in X86_VARIANTS and not variant_supported(requested, features):
             missing = sorted(X86_VARIANTS[requested] - features.flags)
             raise EdgeInferError(f"this CPU cannot run the {requested!r} variant "
@@ -111,12 +111,21 @@ def variant_candidates(features: CpuFeatures, available: list[str], requested: s
     if not runnable:
         raise EdgeInferError("no CPU backend variant of this build runs on this CPU "
                              f"(build has: {', '.join(sorted(available))})")
-    return sorted(runnable, key=_rank, reverse=True)
+    return sorted(runnable, key=variant_rank, reverse=True)
 
 
-def _rank(variant: str) -> tuple[int, str]:
+def variant_rank(variant: str) -> tuple[int, str]:
     # More required features = more capable; non-x86 names (arm) sort by name.
     return (len(X86_VARIANTS.get(variant, ())), variant)
+
+
+def parse_extra_bufts(setting: str | None) -> str:
+    """auto | on | off, or a one-line error naming the environment variable."""
+    setting = (setting or "auto").strip().lower()
+    if setting not in EXTRA_BUFTS_CHOICES:
+        raise EdgeInferError(f"{EXTRA_BUFTS_ENV} must be one of {', '.join(EXTRA_BUFTS_CHOICES)}, "
+                             f"not {setting!r}")
+    return setting
 
 
 def decide_extra_bufts(features: CpuFeatures, offered: list[str], setting: str = "auto") -> tuple[bool, str]:
@@ -125,10 +134,7 @@ def decide_extra_bufts(features: CpuFeatures, offered: list[str], setting: str =
     multi-token batches (llama.cpp issues on AMX + segfault), and llama.cpp can only turn
     extra buffer types off all together, so on an AMX CPU whose build offers AMX they are
     off unless the user says on."""
-    setting = (setting or "auto").strip().lower()
-    if setting not in EXTRA_BUFTS_CHOICES:
-        raise EdgeInferError(f"{EXTRA_BUFTS_ENV} must be one of {', '.join(EXTRA_BUFTS_CHOICES)}, "
-                             f"not {setting!r}")
+    setting = parse_extra_bufts(setting)
     if setting == "on":
         return True, "forced on"
     if setting == "off":

@@ -95,6 +95,8 @@ class Engine:
             raise BadRequestError(str(exc)) from exc
         stream = RequestStream(request.id, cancel=lambda: self.cancel(request.id))
         seq = Sequence(request, tokens, stream, sampler)
+        if self.settings.request_timeout > 0:
+            seq.deadline = seq.stats.queued_at + self.settings.request_timeout
         with self._lock:
             if len(self._live) >= self.settings.parallel + self.settings.queue_size:
                 if sampler:
@@ -146,13 +148,14 @@ class Engine:
             self._loop()
         finally:
             # However the loop ended (close, or an exception that escaped it), no request
-            # may wait forever: every live one gets its end.
+            # may wait forever: every live one, queued or running, gets its end.
+            why = "the engine shut down" if self._closed else "the engine stopped"
             with self._lock:
                 orphans = list(self._live.values())
             for seq in orphans:
                 try:
-                    self._finish(seq, "cancelled", error="the engine stopped", flush=False)
-                except Exception:  # a half-set-up sequence: end its stream at least
+                    self._finish(seq, "cancelled", error=why)
+                except Exception:
                     log.exception("could not finish %s", seq.id)
 
     def _loop(self) -> None:
@@ -172,8 +175,6 @@ class Engine:
                 log.exception("engine step failed")
                 for seq in list(sched.running):
                     self._fail(seq, f"engine error: {exc}")
-        for seq in list(sched.running) + list(sched.waiting):
-            self._finish(seq, "cancelled", error="the engine shut down")
 
     def _take_inbox(self, block: bool) -> bool:
         """Move submissions into the scheduler; False once the engine is closing."""
@@ -191,23 +192,20 @@ class Engine:
                 return not self._closed
 
     def _drop_cancelled(self) -> None:
-        timeout = self.settings.request_timeout
-        cutoff = time.perf_counter() - timeout if timeout > 0 else None
-        for seq in [s for s in self.scheduler.waiting if s.cancelled or self._late(s, cutoff)]:
+        """End requests cancelled by their caller or past their deadline."""
+        now = time.perf_counter()
+        for seq in [s for s in self.scheduler.waiting if s.cancelled or now > s.deadline]:
             self.scheduler.remove_waiting(seq)
-            self._end_dropped(seq, timeout)
-        for seq in [s for s in self.scheduler.running if s.cancelled or self._late(s, cutoff)]:
-            self._end_dropped(seq, timeout)
+            self._end_dropped(seq)
+        for seq in [s for s in self.scheduler.running if s.cancelled or now > s.deadline]:
+            self._end_dropped(seq)
 
-    @staticmethod
-    def _late(seq: Sequence, cutoff: float | None) -> bool:
-        return cutoff is not None and seq.stats.queued_at < cutoff
-
-    def _end_dropped(self, seq: Sequence, timeout: int) -> None:
+    def _end_dropped(self, seq: Sequence) -> None:
         if seq.cancelled:
             self._finish(seq, "cancelled")
         else:
-            self._finish(seq, "timeout", error=f"the request ran past its deadline of {timeout} s")
+            self._finish(seq, "timeout",
+                         error=f"the request ran past its deadline of {self.settings.request_timeout} s")
 
     def _start(self, admission: Admission) -> None:
         """Reuse a cached prefix (the slot's own or a donor's) when llama.cpp holds all it needs."""

@@ -81,21 +81,19 @@ class GbnfParser:
                 break
         self.i = i
 
-    def name(self) -> str:
+    def _run_of(self, chars: frozenset, what: str) -> str:
         start = self.i
-        while self.peek() in _WORD:
+        while self.peek() in chars:
             self.i += 1
         if self.i == start:
-            self.fail("expecting a rule name")
+            self.fail(f"expecting {what}")
         return self.s[start:self.i]
 
+    def name(self) -> str:
+        return self._run_of(_WORD, "a rule name")
+
     def integer(self) -> int:
-        start = self.i
-        while self.peek() in _DIGITS:
-            self.i += 1
-        if self.i == start:
-            self.fail("expecting an integer")
-        digits = self.s[start:self.i]
+        digits = self._run_of(_DIGITS, "an integer")
         return int(digits) if len(digits) <= 12 else 10 ** 12  # huge is huge; skip bignum parsing
 
     def char(self) -> int:

@@ -66,11 +66,6 @@ def init_backend():
         return _backend_info
 
 
-def backend_info():
-    """The BackendInfo of this process (loading the backends if nothing has yet)."""
-    return init_backend()
-
-
 def _default_params_without_extra_bufts() -> None:
     # llama_cpp.Llama (the bench and loadtest baselines) builds its model params from
     # llama_model_default_params() with no way to pass use_extra_bufts: patch the default

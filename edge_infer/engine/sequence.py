@@ -51,6 +51,7 @@ class Sequence:
         self.utf8 = Utf8Stream()
         self.stops = StopMatcher(self.params.stop)
         self.stats = RequestStats(prompt_tokens=len(prompt_tokens), queued_at=time.perf_counter())
+        self.deadline = float("inf")          # perf_counter() time after which it is ended
 
     @property
     def prefill_left(self) -> int:

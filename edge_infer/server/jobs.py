@@ -19,7 +19,8 @@ from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
 
 def grammar_for(body) -> tuple[str | None, str | None]:
     """(GBNF, param it came from). JSON modes become grammar-constrained sampling.
-    Either way the grammar is checked here: llama.cpp hangs or aborts on some."""
+    The engine checks every grammar before llama.cpp sees it (build_sampler); the server
+    is stricter with grammars users write: an unused rule there is a mistake, refused."""
     fmt = getattr(body, "response_format", None)
     if fmt is not None and fmt.type != "text":
         from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
@@ -28,23 +29,16 @@ def grammar_for(body) -> tuple[str | None, str | None]:
             return JSON_GBNF, "response_format"
         param = "response_format.json_schema.schema"
         try:
-            grammar = json_schema_to_gbnf(json.dumps(fmt.json_schema.schema_))
+            return json_schema_to_gbnf(json.dumps(fmt.json_schema.schema_)), param
         except Exception as exc:  # the converter raises assorted errors on schemas it can't map
             raise bad_request(f"cannot turn this JSON schema into a grammar: {exc}", param) from None
-        # The converter always adds a `space` rule, used or not.
-        grammar = _checked(grammar, param, "this JSON schema gives an unusable grammar", allow_unused=True)
-        return grammar, param
     if body.grammar:
-        return _checked(body.grammar, "grammar", "invalid grammar"), "grammar"
+        try:
+            validate_gbnf(body.grammar)
+        except GrammarError as exc:
+            raise bad_request(f"invalid grammar: {exc}", "grammar") from None
+        return body.grammar, "grammar"
     return None, None
-
-
-def _checked(grammar: str, param: str, what: str, allow_unused: bool = False) -> str:
-    try:
-        validate_gbnf(grammar, allow_unused=allow_unused)
-    except GrammarError as exc:
-        raise bad_request(f"{what}: {exc}", param) from None
-    return grammar
 
 
 def sampling_for(body, grammar: str | None, index: int) -> SamplingParams:

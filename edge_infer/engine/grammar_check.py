@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from edge_infer.engine.grammar_parse import EPS, TERM, GbnfParser, GrammarError
+from edge_infer.engine.grammar_parse import EPS, TERM, GbnfParser, GrammarError, TokenRef
 
-__all__ = ["GrammarError", "validate_gbnf"]
+__all__ = ["GrammarError", "TokenRef", "validate_gbnf"]
 
 
 def validate_gbnf(text: str, root: str = "root", max_chars: int = 64 * 1024, max_repeat: int = 1000,
-                  max_rules: int = 1000, max_elements: int = 100_000, allow_unused: bool = False) -> None:
+                  max_rules: int = 1000, max_elements: int = 100_000,
+                  allow_unused: bool = False) -> tuple[TokenRef, ...]:
     """Raise GrammarError unless llama.cpp can safely run `text` from rule `root`.
+    Returns the grammar's token references (<[id]>, <text>): only a vocabulary can tell
+    whether those can be generated, so the engine checks them against its model.
 
     max_elements bounds the grammar after llama.cpp expands repetitions (S{m,n} copies S
     m times and adds n-m rules), since that expansion, not the text, is what eats memory.
@@ -49,6 +52,7 @@ def validate_gbnf(text: str, root: str = "root", max_chars: int = 64 * 1024, max
         names = ", ".join(f"'{n}'" for n in stuck[:5]) + (", ..." if len(stuck) > 5 else "")
         raise GrammarError(f"{'rule' if len(stuck) == 1 else 'rules'} {names} can never produce "
                            "a finite string (every alternative needs more of itself)")
+    return tuple(g.tokens)
 
 
 def _check_references(g: GbnfParser, root: str, allow_unused: bool) -> set[int]:

@@ -9,6 +9,8 @@ llama_cpp import, so it can be tested alone. grammar_check runs the whole-gramma
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class GrammarError(ValueError):
     """A grammar llama.cpp must not be given; the message says why, in one line."""
@@ -21,6 +23,15 @@ _DIGITS = frozenset("0123456789")
 _HEX = frozenset("0123456789abcdefABCDEF")
 _HEX_SIZE = {"x": 2, "u": 4, "U": 8}
 _SIMPLE_ESCAPES = {"t": "\t", "r": "\r", "n": "\n", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-"}
+
+
+@dataclass(frozen=True)
+class TokenRef:
+    """A <[id]> or <text> token in a grammar (text keeps its brackets, as llama.cpp reads it)."""
+    negated: bool
+    token_id: int | None
+    text: str | None
+    where: str
 
 
 class GbnfParser:
@@ -40,12 +51,10 @@ class GbnfParser:
         self.first_user: dict[int, str] = {}  # undefined-rule messages name who used it
         self.loops: set[int] = set()  # the S' ::= S S' | rules of unbounded repetitions
         self.elements = 0
+        self.tokens: list[TokenRef] = []  # <...> references, checked against a vocabulary later
 
     def fail(self, what: str, at: int | None = None):
-        at = self.i if at is None else at
-        line = self.s.count("\n", 0, at) + 1
-        col = at - self.s.rfind("\n", 0, at)
-        raise GrammarError(f"{what} at line {line}, column {col}")
+        raise GrammarError(f"{what} at {self._where(self.i if at is None else at)}")
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -299,24 +308,31 @@ class GbnfParser:
 
     def token(self) -> None:
         """<[id]>, <text>, and their negations !<...>; llama.cpp resolves the text with the vocab."""
-        if self.peek() == "!":
+        start, negated = self.i, self.peek() == "!"
+        if negated:
             self.i += 1
         if self.peek() != "<":
             self.fail("expecting '<' after '!'")
         self.i += 1
         if self.peek() == "[":
             self.i += 1
-            if self.integer() > 0xFFFFFFFF:
+            token_id = self.integer()
+            if token_id > 0xFFFFFFFF:
                 self.fail("token id is too big")
             for want in "]>":
                 if self.peek() != want:
                     self.fail(f"expecting '{want}'")
                 self.i += 1
+            self.tokens.append(TokenRef(negated, token_id, None, self._where(start)))
             return
         end = self.s.find(">", self.i)
         if end < 0:
             self.fail("expecting '>' to close the token")
+        self.tokens.append(TokenRef(negated, None, self.s[start + negated:end + 1], self._where(start)))
         self.i = end + 1
+
+    def _where(self, at: int) -> str:
+        return f"line {self.s.count(chr(10), 0, at) + 1}, column {at - self.s.rfind(chr(10), 0, at)}"
 
 
 def _show(cp: int) -> str:

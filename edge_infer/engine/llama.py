@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
+import numpy as np
 
 log = logging.getLogger("edge_infer.llama")
+# llama_token_data {llama_token id; float logit; float p;}, as a numpy record for bulk copies.
+_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 
 _backend_lock = threading.Lock()
 _backend_ready = False
@@ -269,6 +273,32 @@ class SamplerChain:
 
     def sample(self, ctx: LlamaContext, idx: int) -> int:
         return llama_cpp.llama_sampler_sample(self.handle, ctx.handle, idx)
+
+    def sample_checked(self, ctx: LlamaContext, idx: int, n_vocab: int) -> int | None:
+        """llama_sampler_sample in three steps, so the choice is checked before it is accepted.
+
+        A grammar marks refused tokens -inf; when it refuses every token the chain still picks
+        one, and llama.cpp's grammar then aborts the process accepting it. Here that pick is
+        seen (None is returned, nothing accepted) and only that request fails. Used for
+        grammar-constrained sequences, whose grammar pass costs far more than this copy.
+        """
+        if getattr(self, "_cur", None) is None or len(self._cur) != n_vocab:
+            self._cur = np.zeros(n_vocab, dtype=_TOKEN_DATA)
+            self._ids = np.arange(n_vocab, dtype=np.int32)
+        cur = self._cur
+        cur["id"] = self._ids  # samplers sort the array in place: restore it each time
+        cur["logit"] = np.ctypeslib.as_array(ctx.logits_ptr(idx), shape=(n_vocab,))
+        cur["p"] = 0.0
+        arr = llama_cpp.llama_token_data_array(
+            data=cur.ctypes.data_as(llama_cpp.llama_token_data_p), size=n_vocab, selected=-1, sorted=False)
+        llama_cpp.llama_sampler_apply(self.handle, ctypes.byref(arr))
+        if not 0 <= arr.selected < arr.size:
+            return None
+        chosen = arr.data[arr.selected]  # `data` may now point into the sampler's own buffer
+        if not (0 <= chosen.id < n_vocab and math.isfinite(chosen.logit)):
+            return None
+        llama_cpp.llama_sampler_accept(self.handle, chosen.id)
+        return chosen.id
 
     def accept(self, token: int) -> None:
         llama_cpp.llama_sampler_accept(self.handle, token)

@@ -7,13 +7,14 @@ stream and penalties never depend on what else shares the batch.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import llama_cpp
 
-from edge_infer.engine.grammar_check import GrammarError, validate_gbnf
+from edge_infer.engine.grammar_check import GrammarError, TokenRef, validate_gbnf
 from edge_infer.engine.llama import LlamaModel, SamplerChain
 
 
@@ -32,6 +33,7 @@ class SamplingParams:
     stop: tuple[str, ...] = field(default_factory=tuple)
     ignore_eos: bool = False      # benchmarks: always generate max_tokens
     grammar: str | None = None    # GBNF; constrains output (JSON mode)
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, added to its logit)
 
     def __post_init__(self):
         if isinstance(self.stop, str):
@@ -42,6 +44,8 @@ class SamplingParams:
             raise ValueError("max_tokens must be at least 1")
         if self.top_p <= 0:
             raise ValueError("top_p must be greater than 0")
+        if isinstance(self.logit_bias, dict):
+            object.__setattr__(self, "logit_bias", tuple(self.logit_bias.items()))
 
     @property
     def greedy(self) -> bool:
@@ -54,20 +58,63 @@ class SamplingParams:
 
 
 @lru_cache(maxsize=32)
-def _check_grammar(text: str) -> None:
+def _check_grammar(text: str) -> tuple[TokenRef, ...]:
     # Every sequence builds its own sampler, often from the same grammar (n choices, JSON mode).
     # Unused rules are allowed here: json_schema_to_gbnf adds some; the server refuses them
     # in user grammars itself.
-    validate_gbnf(text, allow_unused=True)
+    return validate_gbnf(text, allow_unused=True)
+
+
+def _check_tokens(model: LlamaModel, refs: tuple[TokenRef, ...]) -> None:
+    """A grammar that requires a token the model cannot sample leaves no token allowed, and
+    llama.cpp aborts the process when sampling gets there: an id past the vocabulary, a text
+    that is not exactly one token, an end-of-generation token (allowed only where the grammar
+    ends, so requiring one is never satisfiable)."""
+    for ref in refs:
+        shown = f"<[{ref.token_id}]>" if ref.token_id is not None else ref.text
+        if ref.token_id is not None:
+            token = ref.token_id
+            if token >= model.n_vocab:
+                if ref.negated:  # "any token but one that does not exist": harmless
+                    continue
+                raise GrammarError(f"token {shown} at {ref.where} is outside the vocabulary "
+                                   f"(0..{model.n_vocab - 1})")
+        else:
+            ids = model.tokenize(ref.text, add_special=False, parse_special=True)
+            if len(ids) != 1:
+                raise GrammarError(f"{shown} at {ref.where} is not a single token of this model "
+                                   f"({len(ids)} tokens)")
+            token = ids[0]
+        if not ref.negated and model.is_eog(token):
+            raise GrammarError(f"token {shown} at {ref.where} ends generation; a grammar cannot "
+                               "require it (generation ends where the grammar does)")
+
+
+def _logit_bias(model: LlamaModel, pairs: tuple[tuple[int, float], ...]):
+    """The C array for llama_sampler_init_logit_bias, after checking every id and bias."""
+    if not pairs:
+        return None
+    for token, bias in pairs:
+        if not 0 <= token < model.n_vocab:
+            raise ValueError(f"logit_bias: token id {token} is outside the vocabulary (0..{model.n_vocab - 1})")
+        if not math.isfinite(bias):
+            raise ValueError(f"logit_bias: the bias for token {token} is not a finite number")
+    arr = (llama_cpp.llama_logit_bias * len(pairs))()
+    for i, (token, bias) in enumerate(pairs):
+        arr[i].token, arr[i].bias = token, bias
+    return arr
 
 
 def build_sampler(model: LlamaModel, p: SamplingParams) -> SamplerChain:
     if p.grammar:
         try:  # llama.cpp hangs or aborts on some grammars instead of refusing them
-            _check_grammar(p.grammar)
+            _check_tokens(model, _check_grammar(p.grammar))
         except GrammarError as exc:
             raise ValueError(f"invalid grammar: {exc}") from None
+    bias = _logit_bias(model, p.logit_bias)
     chain = SamplerChain()
+    if bias is not None:
+        chain.add(llama_cpp.llama_sampler_init_logit_bias(model.n_vocab, len(bias), bias))
     if p.grammar:
         grammar = llama_cpp.llama_sampler_init_grammar(model.vocab, p.grammar.encode(), b"root")
         if not grammar:

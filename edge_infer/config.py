@@ -32,6 +32,10 @@ class EngineSettings:
     # Every request ends: one that is still queued or generating this many seconds after it
     # was submitted is finished with an error and its slot freed (0 = no deadline).
     request_timeout: int = 600
+    # A llama.cpp call that never returns cannot be interrupted: when one engine step has run
+    # this long, every live request is ended (503) and /health says "stalled" (0 = off).
+    # Generous: one 512-token prefill chunk of a large model on a slow CPU takes minutes.
+    stall_timeout: float = 300
 
     @classmethod
     def from_env(cls, **overrides) -> "EngineSettings":
@@ -44,6 +48,8 @@ class EngineSettings:
                 values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
             elif f.type in ("str", str):
                 values[f.name] = raw.strip().lower()
+            elif f.type in ("float", float):
+                values[f.name] = float(raw)
             else:
                 values[f.name] = int(raw)
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -28,6 +28,9 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
     g.add_argument("--flash-attn", choices=["auto", "on", "off"], help="flash attention (default auto)")
     g.add_argument("--request-timeout", type=int, metavar="S",
                    help="end any request still running S seconds after it was submitted (default 600; 0 = never)")
+    g.add_argument("--stall-timeout", type=float, metavar="S",
+                   help="declare the engine stalled when one llama.cpp step runs S seconds: every "
+                        "request ends with 503, /health says so (default 300; 0 = off)")
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:
@@ -45,7 +48,8 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
 def engine_settings(args, **overrides) -> EngineSettings:
     values = dict(ctx=args.ctx, parallel=args.parallel, n_threads=args.threads,
                   n_gpu_layers=args.n_gpu_layers, n_batch=args.n_batch, kv_unified=args.kv_unified,
-                  flash_attn=args.flash_attn, request_timeout=getattr(args, "request_timeout", None))
+                  flash_attn=args.flash_attn, request_timeout=getattr(args, "request_timeout", None),
+                  stall_timeout=getattr(args, "stall_timeout", None))
     values.update(overrides)
     return EngineSettings.from_env(**values)
 

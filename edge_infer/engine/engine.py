@@ -28,6 +28,7 @@ from edge_infer.engine.sequence import Request, Sequence, Status
 from edge_infer.engine.snapshot import build_snapshot
 from edge_infer.engine.stats import EngineSnapshot, FinishedRequest, RateMeter
 from edge_infer.engine.stream import FinishEvent, RequestStream, TokenEvent
+from edge_infer.engine.watchdog import StepClock, Watchdog
 from edge_infer.errors import ContextOverflowError, EngineClosedError, QueueFullError
 from edge_infer.store.gguf_info import read_model_info
 
@@ -70,8 +71,10 @@ class Engine:
         self._ttfts: deque[float] = deque(maxlen=100)
         self.recent: deque[FinishedRequest] = deque(maxlen=200)  # newest last
         self._proc = psutil.Process()
+        self.clock = StepClock()
         self._thread = threading.Thread(target=self._run, name="edge-infer-engine", daemon=True)
         self._thread.start()
+        self.watchdog = Watchdog(self, s.stall_timeout).start()
 
     # ---- public API (any thread) -----------------------------------------------------
     def tokenize_messages(self, messages: list[dict]) -> list[int]:
@@ -83,8 +86,10 @@ class Engine:
     def submit(self, request: Request) -> RequestStream:
         """Validate, tokenize and queue a request. Raises before queuing if it cannot run."""
         if not self.alive:
-            raise EngineClosedError("the engine is shut down" if self._closed else
-                                    "the engine thread has stopped (see the log); restart the server")
+            raise EngineClosedError({"closed": "the engine is shut down",
+                                     "stalled": "the engine is stalled in a llama.cpp call; retry later",
+                                     }.get(self.state, "the engine thread has stopped (see the log); "
+                                                       "restart the server"))
         tokens = self.prompts.tokens_for(request)
         need = len(tokens) + len(request.forced_tokens or [])
         if len(tokens) >= self.n_ctx_seq or need > self.n_ctx_seq:
@@ -117,6 +122,10 @@ class Engine:
             seq.cancelled = True
             self._inbox.put(None)  # wake the engine if it sleeps
 
+    def live_sequences(self) -> list[Sequence]:
+        with self._lock:
+            return list(self._live.values())
+
     def snapshot(self) -> EngineSnapshot:
         """What the engine is doing now: a plain object any thread may read."""
         return build_snapshot(self)
@@ -125,6 +134,7 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        self.watchdog.stop()
         self._inbox.put(None)
         self._thread.join(timeout=30)
         self.batch.close()
@@ -139,9 +149,18 @@ class Engine:
 
     # ---- engine thread ---------------------------------------------------------------
     @property
+    def state(self) -> str:
+        """ok | stalled (a step ran past stall_timeout) | stopped (thread died) | closed."""
+        if self._closed:
+            return "closed"
+        if not self._thread.is_alive():
+            return "stopped"
+        return "stalled" if self.watchdog.stalled.is_set() else "ok"
+
+    @property
     def alive(self) -> bool:
-        """False once closed or if the engine thread has died: /health says so, submit refuses."""
-        return not self._closed and self._thread.is_alive()
+        """False unless serving: /health says so, submit refuses."""
+        return self.state == "ok"
 
     def _run(self) -> None:
         try:
@@ -150,9 +169,7 @@ class Engine:
             # However the loop ended (close, or an exception that escaped it), no request
             # may wait forever: every live one, queued or running, gets its end.
             why = "the engine shut down" if self._closed else "the engine stopped"
-            with self._lock:
-                orphans = list(self._live.values())
-            for seq in orphans:
+            for seq in self.live_sequences():
                 try:
                     self._finish(seq, "cancelled", error=why)
                 except Exception:
@@ -166,11 +183,14 @@ class Engine:
                 break
             try:
                 self._drop_cancelled()
-                for admission in sched.admit():
-                    self._start(admission)
-                items = sched.plan()
-                if items:
-                    self._step(items)
+                with self.clock:  # the watchdog times this
+                    for admission in sched.admit():
+                        self._start(admission)
+                    items = sched.plan()
+                    if items:
+                        self._step(items)
+                if self.watchdog.stalled.is_set():
+                    self._recover()
             except Exception as exc:  # never let the engine thread die silently
                 log.exception("engine step failed")
                 for seq in list(sched.running):
@@ -191,17 +211,27 @@ class Engine:
             except queue.Empty:
                 return not self._closed
 
+    def _recover(self) -> None:
+        """The stalled call returned: free what the watchdog ended, then serve again."""
+        self._drop_cancelled()
+        log.warning("engine step returned after a stall; serving again")
+        self.watchdog.stalled.clear()
+
     def _drop_cancelled(self) -> None:
-        """End requests cancelled by their caller or past their deadline."""
+        """End requests cancelled by their caller, past their deadline, or ended by the watchdog."""
         now = time.perf_counter()
-        for seq in [s for s in self.scheduler.waiting if s.cancelled or now > s.deadline]:
+
+        def dropped(s: Sequence) -> bool:
+            return s.cancelled or s.abandoned or now > s.deadline
+
+        for seq in [s for s in self.scheduler.waiting if dropped(s)]:
             self.scheduler.remove_waiting(seq)
             self._end_dropped(seq)
-        for seq in [s for s in self.scheduler.running if s.cancelled or now > s.deadline]:
+        for seq in [s for s in self.scheduler.running if dropped(s)]:
             self._end_dropped(seq)
 
     def _end_dropped(self, seq: Sequence) -> None:
-        if seq.cancelled:
+        if seq.cancelled or seq.abandoned:  # abandoned: its client already got the watchdog's end
             self._finish(seq, "cancelled")
         else:
             self._finish(seq, "timeout",
@@ -277,12 +307,23 @@ class Engine:
 
     def _sample(self, seq: Sequence, row: int, now: float) -> None:
         forced = seq.request.forced_tokens
-        token = forced[len(seq.generated)] if forced is not None else seq.sampler.sample(self.ctx, row)
+        grammar = seq.params.grammar
+        if forced is not None:
+            token = forced[len(seq.generated)]
+        elif grammar:
+            token = seq.sampler.sample_checked(self.ctx, row, self.model.n_vocab)
+            if token is None:  # nothing allowed: the sequence cannot make progress
+                self._fail(seq, "the grammar allows no token this model can produce at this point")
+                return
+        else:
+            token = seq.sampler.sample(self.ctx, row)
         logprobs = self._logprobs(row) if seq.request.capture_logprobs else None
         if not seq.stats.first_token_at:
             seq.stats.first_token_at = now
             self._ttfts.append(now - seq.stats.queued_at)
-        if forced is None and not seq.params.ignore_eos and self.model.is_eog(token):
+        # A grammar offers end-of-generation only once it is complete: nothing can follow,
+        # so ignore_eos does not apply to it.
+        if forced is None and (grammar or not seq.params.ignore_eos) and self.model.is_eog(token):
             self._finish(seq, "stop")
             return
         seq.generated.append(token)

@@ -48,6 +48,7 @@ class Sequence:
         self.generated: list[int] = []
         self.next_token: int | None = None   # sampled, not yet fed back through the model
         self.cancelled = False               # set from any thread; the engine acts on it
+        self.abandoned = False               # ended by the watchdog while the engine was stuck
         self.utf8 = Utf8Stream()
         self.stops = StopMatcher(self.params.stop)
         self.stats = RequestStats(prompt_tokens=len(prompt_tokens), queued_at=time.perf_counter())

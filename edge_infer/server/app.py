@@ -13,11 +13,13 @@ import time
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from edge_infer.server.errors import APIError
+from edge_infer.server.http_limits import HeaderLimit
 from edge_infer.server.jobs import Job
 from edge_infer.server.metrics import Metrics
 from edge_infer.server.responses import ChatWire, TextWire, TokenText, usage
@@ -25,14 +27,16 @@ from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, 
 from edge_infer.server.sse import SSEResponse, stream_job
 
 MAX_BODY = 8 << 20  # 8 MiB: a prompt larger than any context we can hold, with room
+BODY_TIMEOUT = 30.0  # seconds to receive a whole body once the headers are in
 
 
 class Server:
     def __init__(self, engine, api_key: str | None = None, max_body: int = MAX_BODY,
-                 model_ids: tuple[str, ...] = ()):
+                 model_ids: tuple[str, ...] = (), body_timeout: float = BODY_TIMEOUT):
         self.engine = engine
         self.api_key = api_key
         self.max_body = max_body
+        self.body_timeout = body_timeout
         self.model = engine.name
         # The name it is served as, plus whatever else clearly means the same file.
         self.model_ids = {engine.name, engine.model.path.stem, engine.model.path.name, *model_ids}
@@ -60,10 +64,18 @@ class Server:
         if length and length.isdigit() and int(length) > self.max_body:
             raise too_big  # refused before reading a byte of it
         body = bytearray()
-        async for chunk in request.stream():  # no Content-Length (chunked): count as we go
-            body += chunk
-            if len(body) > self.max_body:
-                raise too_big
+
+        async def read():
+            async for chunk in request.stream():  # no Content-Length (chunked): count as we go
+                body.extend(chunk)
+                if len(body) > self.max_body:
+                    raise too_big
+
+        try:  # a body that trickles in (slowloris) must not hold the connection forever
+            await asyncio.wait_for(read(), self.body_timeout)
+        except asyncio.TimeoutError:
+            raise APIError(408, f"the request body did not arrive within {self.body_timeout:g} s",
+                           code="request_timeout", headers={"Connection": "close"}) from None
         return bytes(body)
 
     def check_model(self, model: str | None) -> None:
@@ -74,10 +86,12 @@ class Server:
     # ---- routes -----------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
         snap = self.engine.snapshot()
-        alive = getattr(self.engine, "alive", True)
-        return JSONResponse({"status": "ok" if alive else "error", "model": self.model, "slots": snap.n_slots,
-                             "slots_busy": snap.slots_busy, "queued": snap.queued},
-                            status_code=200 if alive else 503)
+        state = getattr(self.engine, "state", "ok")
+        body = {"status": {"ok": "ok", "stalled": "stalled"}.get(state, "error"), "model": self.model,
+                "slots": snap.n_slots, "slots_busy": snap.slots_busy, "queued": snap.queued}
+        if state != "ok":
+            body["engine"] = state
+        return JSONResponse(body, status_code=200 if state == "ok" else 503)
 
     async def models(self, request: Request) -> Response:
         self.check_key(request)
@@ -165,8 +179,9 @@ class Server:
                 for c in job.choices]
 
 
-def create_app(engine, api_key: str | None = None, max_body: int = MAX_BODY) -> Starlette:
-    srv = Server(engine, api_key=api_key, max_body=max_body)
+def create_app(engine, api_key: str | None = None, max_body: int = MAX_BODY,
+               body_timeout: float = BODY_TIMEOUT) -> Starlette:
+    srv = Server(engine, api_key=api_key, max_body=max_body, body_timeout=body_timeout)
     metrics = srv.metrics
 
     def counted(endpoint: str, handler):
@@ -196,6 +211,7 @@ def create_app(engine, api_key: str | None = None, max_body: int = MAX_BODY) -> 
         Route("/v1/chat/completions", counted("/v1/chat/completions", srv.chat), methods=["POST"]),
         Route("/v1/completions", counted("/v1/completions", srv.completions), methods=["POST"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: server_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: server_error},
+                    middleware=[Middleware(HeaderLimit)])
     app.state.server = srv
     return app

@@ -49,7 +49,17 @@ def sampling_for(body, grammar: str | None, index: int) -> SamplingParams:
         frequency_penalty=body.frequency_penalty,
         # Choices of one call must differ, yet a seeded call must repeat exactly.
         seed=None if body.seed is None else body.seed + index,
-        max_tokens=body.limit, stop=body.stops, ignore_eos=body.ignore_eos, grammar=grammar)
+        max_tokens=body.limit, stop=body.stops, ignore_eos=body.ignore_eos, grammar=grammar,
+        logit_bias=body.bias_pairs)
+
+
+def _param_of(message: str, grammar_param: str | None, prompt_param: str) -> str:
+    """Which request field an engine refusal is about (the engine speaks of its own params)."""
+    if message.startswith("logit_bias"):
+        return "logit_bias"
+    if grammar_param and "grammar" in message:
+        return grammar_param
+    return prompt_param
 
 
 @dataclass
@@ -96,8 +106,7 @@ class Job:
                     self.streams.append(self.engine.submit(req))
         except Exception as exc:  # refused by the engine: nothing of this call may keep running
             self.cancel()
-            param = grammar_param if grammar_param and "grammar" in str(exc) else prompt_param
-            raise from_engine(exc, param) from None
+            raise from_engine(exc, _param_of(str(exc), grammar_param, prompt_param)) from None
 
     def cancel(self) -> None:
         for s in self.streams:

@@ -105,8 +105,11 @@ def remove_unix(path: str | Path) -> None:
 def uvicorn_server(app, log_level: str = "warning"):
     import uvicorn
 
+    from edge_infer.server.http_limits import MAX_CONNECTIONS, MAX_HEADER_BYTES, HeaderTimeoutH11Protocol
+
     config = uvicorn.Config(app, log_level=log_level, access_log=log_level in ("info", "debug"),
-                            timeout_graceful_shutdown=3, lifespan="off")
+                            timeout_graceful_shutdown=3, lifespan="off", http=HeaderTimeoutH11Protocol,
+                            limit_concurrency=MAX_CONNECTIONS, h11_max_incomplete_event_size=MAX_HEADER_BYTES)
     return uvicorn.Server(config)
 
 

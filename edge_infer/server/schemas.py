@@ -66,17 +66,33 @@ class _Sampling(_Body):
     stop: Stop = None
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, ge=0.0, le=1.0)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), lt=2**64)  # llama.cpp keeps 32 bits of it
     presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     stream: bool = False
     stream_options: StreamOptions | None = None
     # llama.cpp extensions (its own server accepts the same names)
-    top_k: int = Field(40, ge=0)
+    top_k: int = Field(40, ge=0, le=2**31 - 1)  # an int32 in llama.cpp; >= the vocab means off
     min_p: float = Field(0.05, ge=0.0, le=1.0)
     repeat_penalty: float = Field(1.0, gt=0.0)
     ignore_eos: bool = False
     grammar: str | None = None
+    # OpenAI's shape: {"token id": bias in [-100, 100]}; ids are checked against the vocab
+    # by the engine.
+    logit_bias: dict[str, float] | None = Field(None, max_length=1024)
+
+    @model_validator(mode="after")
+    def _check_logit_bias(self):
+        for key, bias in (self.logit_bias or {}).items():
+            if not (key.isascii() and key.isdigit() and len(key) <= 10):
+                raise bad_request(f"logit_bias keys are token ids as strings; got {key[:40]!r}", "logit_bias")
+            if not -100 <= bias <= 100:
+                raise bad_request(f"logit_bias[{key!r}] is {bias}; biases go from -100 to 100", "logit_bias")
+        return self
+
+    @property
+    def bias_pairs(self) -> tuple[tuple[int, float], ...]:
+        return tuple((int(k), float(v)) for k, v in (self.logit_bias or {}).items())
 
     @property
     def stops(self) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
 """Binding and running: TCP on loopback (other hosts only with an API key) or a Unix
-socket created mode 0600, replacing a stale one and removed on exit.
+socket created mode 0600 (in a folder created 0700 if missing), replacing a stale one and
+removed on exit.
 
 We bind the sockets ourselves and hand them to uvicorn: its own `uds=` option would
 chmod the socket 0666, and a pre-bound socket also lets tests use port 0.
@@ -54,6 +55,10 @@ def bind_tcp(host: str, port: int) -> socket.socket:
 
 def bind_unix(path: str | Path) -> socket.socket:
     path = Path(path).expanduser()
+    try:  # a folder we create is ours alone (0700): nobody else may even see the socket
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BindError(f"cannot create the folder {path.parent}: {exc.strerror}") from None
     _clear_stale(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)  # created 0600: no window where others could connect

@@ -19,11 +19,11 @@ from edge_infer.engine.memory import FITS, TIGHT, Fit, Machine, fit_verdict
 from edge_infer.errors import EdgeInferError
 from edge_infer.store import quant_types
 from edge_infer.store.catalog import CatalogModel
-from edge_infer.store.download import DiskFullError, Downloader, check_disk_space, human
+from edge_infer.store.download import DiskFullError, DownloadError, Downloader, check_disk_space, human
 from edge_infer.store.gguf_info import ModelInfo, read_model_info
 from edge_infer.store.hub import (HubClient, HubError, HubUnreachableError, QuantGroup, RepoListing,
                                   parse_spec, scaled_info)
-from edge_infer.store.store import MANIFEST, InstalledModel, ModelStore
+from edge_infer.store.store import MANIFEST, InstalledModel, ModelStore, safe_file_name
 
 log = logging.getLogger(__name__)
 Say = Callable[[str], object]
@@ -178,6 +178,9 @@ class Puller:
         if catalog_model is not None:
             self._check_catalog(catalog_model, group)
         remotes = [self.client.remote_file(listing, f) for f in group.files]
+        for remote in remotes:  # a listing is the hub's word, not ours: no '..\\x' file names
+            if not safe_file_name(remote.name):
+                raise DownloadError(f"{listing.repo} lists a file named {remote.name!r}; refusing to write it")
         downloader = Downloader(self.store.root, headers=self.client.headers(), **self.downloader_options)
         left = [downloader.remaining(r) for r in remotes]  # reads each partial's description once
         need = sum(left)

@@ -79,6 +79,11 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-.") or "model"
 
 
+def safe_file_name(name: str) -> bool:
+    """A plain file name: no folder part on any OS (/, \\, a drive's :), not '.' or '..', no NUL."""
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\:\x00")
+
+
 def looks_like_path(spec: str) -> bool:
     """Unambiguously a path. Hub repos ("owner/name") contain a slash and an installed
     file may be named bare ("x.gguf"), so resolve() tries model names for the rest."""
@@ -126,6 +131,17 @@ class ModelStore:
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable manifest in %s: %s", folder, exc)
+            return None
+        # A manifest names files in its own folder, nothing else: not "../x", and not a link
+        # that leads out of the store (a shared or copied store must not point a server at
+        # arbitrary files).
+        names = [model.file, *(p for p, _, _ in model.parts)]
+        if not all(safe_file_name(n) for n in names):
+            log.warning("ignoring %s: its manifest names a file outside its folder", folder)
+            return None
+        root = self.root.resolve()
+        if not all(p.resolve().is_relative_to(root) for p, _ in model.files):
+            log.warning("ignoring %s: a model file links outside the store %s", folder, root)
             return None
         if not all(p.is_file() for p, _ in model.files):
             log.warning("ignoring %s: its manifest names a missing file", folder)

@@ -138,3 +138,17 @@ def test_serve_cli_on_a_socket_removes_it_on_exit(smollm2_path, sig):
     assert "serving" in err and f"unix:{path}" in err
     assert not Path(path).exists()
     Path(path).parent.rmdir()
+
+
+def test_a_socket_in_a_new_folder_gets_a_private_folder():
+    base = Path(short_socket_path()).parent
+    path = base / "run" / "ei.sock"
+    sock = bind_unix(path)
+    try:
+        assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    finally:
+        sock.close()
+        remove_unix(path)
+        path.parent.rmdir()
+        base.rmdir()

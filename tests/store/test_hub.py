@@ -374,3 +374,13 @@ def test_rm_partials_deletes_an_unfinished_download(smol_hub, edge_home, capsys,
     assert "no unfinished downloads" in capsys.readouterr().out
     assert cli.main(["rm"]) == 2
     assert "pass --partials" in capsys.readouterr().err
+
+
+def test_a_hub_file_name_that_climbs_out_is_refused(hub, smollm2_path, edge_home, capsys):
+    """A listing is the hub's word: a name like '..\\\\x.gguf' must never become a path."""
+    hub.add_repo("evil/model-GGUF", {"..\\..\\escape-Q4_1.gguf": smollm2_path})
+    assert cli.main(["pull", "evil/model-GGUF:Q4_1"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to write it" in err and "Traceback" not in err
+    assert not ModelStore().installed()
+    assert not list(edge_home.rglob("escape*"))

@@ -92,3 +92,26 @@ def test_rm_needs_an_unambiguous_name(edge_home, tiny_gguf, capsys):
     assert "no installed model is called 'nope'" in capsys.readouterr().err
     assert cli.main(["rm", "tiny:F16", "--yes"]) == 0
     assert [m.label for m in ModelStore().installed()] == ["tiny:F32"]
+
+
+def test_a_manifest_pointing_outside_its_folder_is_ignored(edge_home, tiny_gguf, tmp_path, capsys):
+    assert cli.main(["import", str(tiny_gguf), "--quant", "F32"]) == 0
+    [m] = ModelStore().installed()
+    manifest = m.path.parent / "manifest.json"
+    data = json.loads(manifest.read_text())
+    outside = tmp_path / "secret.gguf"
+    outside.write_bytes(tiny_gguf.read_bytes())
+    data["file"] = "../../../" + str(outside.relative_to(outside.anchor))
+    manifest.write_text(json.dumps(data))
+    assert ModelStore().installed() == []
+
+
+def test_a_model_file_linking_out_of_the_store_is_ignored(edge_home, tiny_gguf, tmp_path):
+    assert cli.main(["import", str(tiny_gguf), "--quant", "F32"]) == 0
+    [m] = ModelStore().installed()
+    outside = tmp_path / "elsewhere.gguf"
+    outside.write_bytes(m.path.read_bytes())
+    m.path.unlink()
+    m.path.symlink_to(outside)
+    assert ModelStore().installed() == []
+    assert ModelStore().find("tiny") is None

@@ -17,6 +17,9 @@ class GrammarError(ValueError):
 
 
 MAX_CODE_POINT = 0x10FFFF
+# Nesting llama.cpp can parse without overflowing a thread's stack (30,000 levels crashed the
+# server); converters write up to 1000 (json_schema_to_gbnf for maxLength 1000).
+MAX_DEPTH = 1024
 TERM, EPS = -1, -2  # symbols: a terminal that consumes input, an empty literal ""
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 _DIGITS = frozenset("0123456789")
@@ -165,6 +168,8 @@ class GbnfParser:
         while True:
             c = self.peek()
             if c == "(":
+                if len(opened) >= MAX_DEPTH:  # llama.cpp's parser recurses per level: its C stack
+                    self.fail(f"groups nested more than {MAX_DEPTH} deep")
                 opened.append((alts, seq, self.i))
                 self.i += 1
                 self.space(True)

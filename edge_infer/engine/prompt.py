@@ -38,14 +38,17 @@ class Prompter:
         given = [x is not None for x in (request.prompt, request.messages, request.prompt_tokens)]
         if sum(given) != 1:
             raise BadRequestError("give exactly one of prompt, messages or prompt_tokens")
-        if request.messages is not None:
-            if not request.messages:
-                raise BadRequestError("messages must not be empty")
-            tokens = self.tokenize_messages(request.messages)
-        elif request.prompt is not None:
-            tokens = self.tokenize(request.prompt)
-        else:
-            tokens = list(request.prompt_tokens)
+        try:
+            if request.messages is not None:
+                if not request.messages:
+                    raise BadRequestError("messages must not be empty")
+                tokens = self.tokenize_messages(request.messages)
+            elif request.prompt is not None:
+                tokens = self.tokenize(request.prompt)
+            else:
+                tokens = list(request.prompt_tokens)
+        except UnicodeEncodeError:  # JSON's "\ud800" decodes to a lone surrogate: not UTF-8
+            raise BadRequestError("the prompt is not valid Unicode (it has a lone surrogate code point)") from None
         if not tokens:
             raise BadRequestError("the prompt is empty")
         bad = [t for t in tokens if not 0 <= t < self.model.n_vocab]

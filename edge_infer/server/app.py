@@ -15,10 +15,10 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
-from edge_infer.server.errors import APIError
+from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.http_limits import HeaderLimit
 from edge_infer.server.jobs import Job
 from edge_infer.server.metrics import Metrics
@@ -91,30 +91,30 @@ class Server:
                 "slots": snap.n_slots, "slots_busy": snap.slots_busy, "queued": snap.queued}
         if state != "ok":
             body["engine"] = state
-        return JSONResponse(body, status_code=200 if state == "ok" else 503)
+        return SafeJSONResponse(body, status_code=200 if state == "ok" else 503)
 
     async def models(self, request: Request) -> Response:
         self.check_key(request)
-        return JSONResponse({"object": "list", "data": [self._model_card()]})
+        return SafeJSONResponse({"object": "list", "data": [self._model_card()]})
 
     async def model_card(self, request: Request) -> Response:
         self.check_key(request)
         self.check_model(request.path_params["model"])
-        return JSONResponse(self._model_card())
+        return SafeJSONResponse(self._model_card())
 
     def _model_card(self) -> dict:
         return {"id": self.model, "object": "model", "created": self.created, "owned_by": "edge-infer"}
 
     async def stats(self, request: Request) -> Response:
         self.check_key(request)
-        return JSONResponse(self.engine.snapshot().to_dict())
+        return SafeJSONResponse(self.engine.snapshot().to_dict())
 
     async def props(self, request: Request) -> Response:
         """What this server runs on (llama-server's /props): model, settings, CPU backend."""
         self.check_key(request)
         backend = getattr(self.engine, "backend", None)
         settings = getattr(self.engine, "settings", None)
-        return JSONResponse({"model": self.model,
+        return SafeJSONResponse({"model": self.model,
                              "settings": settings.__dict__ if settings is not None else None,
                              "backend": backend.as_dict() if backend is not None else None})
 
@@ -148,7 +148,7 @@ class Server:
             lps = wire.logprob_entries(c.logprobs, k, self.text_of, start) if job.logprobs else None
             text = (echo[c.index] if echo else "") + c.text
             choices.append(wire.whole(c.index, text, c.finish.reason, lps))
-        return JSONResponse(wire.response(choices, usage(*job.usage())))
+        return SafeJSONResponse(wire.response(choices, usage(*job.usage())))
 
     async def _until_done_or_gone(self, request: Request, job: Job) -> bool:
         """Collect the whole completion unless the client disconnects first (then cancel)."""

@@ -6,6 +6,8 @@ maps status codes to exception classes) always get the same shape.
 
 from __future__ import annotations
 
+import json
+
 from starlette.responses import JSONResponse
 
 from edge_infer.errors import ContextOverflowError, EdgeInferError, EngineClosedError, QueueFullError
@@ -31,7 +33,16 @@ class APIError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+        return SafeJSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON that survives lone surrogates (a client's "\\ud800" echoed in a message or an
+    `echo`ed prompt): written back as the same \\u escape instead of failing to encode."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode("utf-8", "backslashreplace")
 
 
 def bad_request(message: str, param: str | None = None, code: str | None = None) -> APIError:

@@ -20,7 +20,7 @@ FINGERPRINT = f"edge-infer-{__version__}"
 def sse(data: dict | str, event: str | None = None) -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     head = f"event: {event}\n" if event else ""
-    return f"{head}data: {payload}\n\n".encode()
+    return f"{head}data: {payload}\n\n".encode("utf-8", "backslashreplace")  # lone surrogates: as \u escapes
 
 
 DONE = b"data: [DONE]\n\n"

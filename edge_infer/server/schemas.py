@@ -180,12 +180,16 @@ def parse(model: type[BaseModel], raw: bytes):
     """Raw body -> validated request, or an APIError naming the field at fault."""
     try:
         data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise bad_request(f"the request body is not valid JSON: {exc}") from None
+    except ValueError as exc:  # JSONDecodeError, bad UTF-8, an integer of 5000 digits
+        raise bad_request(f"the request body is not valid JSON: {str(exc)[:200]}") from None
+    except RecursionError:  # [[[[...]]]] thousands deep: the decoder's recursion runs out
+        raise bad_request("the request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise bad_request("the request body must be a JSON object")
     try:
         return model.model_validate(data)
+    except RecursionError:
+        raise bad_request("the request body is nested too deeply") from None
     except ValidationError as exc:
         # With unions pydantic reports every branch; the most telling is a non-type error
         # (e.g. "too many items"), else the deepest one (the element that is wrong).

@@ -209,3 +209,9 @@ def test_large_grammars_are_checked_without_recursion():
     wide = "root ::= (" + " | ".join(f'"w{i}"' for i in range(5000)) + ")+\n"
     for text in (deep, many, wide):  # 1000 deep, 1000 rules, 5000 alternatives
         validate_gbnf(text)
+
+
+def test_nesting_deeper_than_llama_cpp_can_parse_is_refused():
+    # 30,000 levels overflowed the C stack of llama.cpp's recursive parser (a segfault).
+    with pytest.raises(GrammarError, match="nested more than"):
+        validate_gbnf("root ::= " + "(" * 30000 + '"a"' + ")" * 30000)

@@ -132,16 +132,12 @@ class ModelStore:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable manifest in %s: %s", folder, exc)
             return None
-        # A manifest names files in its own folder, nothing else: not "../x", and not a link
-        # that leads out of the store (a shared or copied store must not point a server at
-        # arbitrary files).
+        # A manifest names files in its own folder, nothing else: not "../x" (a shared or
+        # copied store must not point a server at arbitrary files). Links the user made
+        # (a big file kept on another disk) are followed.
         names = [model.file, *(p for p, _, _ in model.parts)]
         if not all(safe_file_name(n) for n in names):
             log.warning("ignoring %s: its manifest names a file outside its folder", folder)
-            return None
-        root = self.root.resolve()
-        if not all(p.resolve().is_relative_to(root) for p, _ in model.files):
-            log.warning("ignoring %s: a model file links outside the store %s", folder, root)
             return None
         if not all(p.is_file() for p, _ in model.files):
             log.warning("ignoring %s: its manifest names a missing file", folder)

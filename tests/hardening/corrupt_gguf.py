@@ -203,9 +203,16 @@ def run_gguf(cli: str, gguf: str | Path, *, timeout: float = 60.0, workers: int 
         jobs = [(cmd, f) for cmd in commands for f in files]
         with ThreadPoolExecutor(workers) as pool:
             results = list(pool.map(lambda j: run_cli(cli_argv, COMMANDS[j[0]](str(j[1])), env, timeout), jobs))
+    errors: dict[str, set[str]] = {}  # distinct error line (temp dir stripped) -> commands
     for cmd in commands:
         rows = [(f, res, *classify(res)) for (c, f), res in zip(jobs, results) if c == cmd]
         _command_figures(sec, cmd, rows)
+        for f, _, verdict, last in rows:
+            if verdict == "clean":
+                errors.setdefault(last.replace(str(f.parent) + os.sep, ""), set()).add(cmd)
+    sec.add("distinct error lines", len(errors))
+    for line, cmds in errors.items():
+        sec.notes.append(f"[{','.join(c for c in commands if c in cmds)}] {line}")
     return sec.done()
 
 
@@ -232,9 +239,3 @@ def _command_figures(sec: Section, cmd: str, rows: list) -> None:
             tail = "\n".join(res["stderr"].strip().splitlines()[-6:])
             sec.example(f"{cmd}: {verdict}", {"file": f.name, "rc": res["rc"], "stderr_tail": tail[-1200:]},
                         limit=25)
-    errors: dict[str, list[str]] = {}
-    for f, _, verdict, last in rows:
-        if verdict == "clean":
-            errors.setdefault(last, []).append(f.stem)
-    for line, names in errors.items():
-        sec.notes.append(f"{cmd}: {line!r}  <- {', '.join(names)}")

@@ -105,13 +105,3 @@ def test_a_manifest_pointing_outside_its_folder_is_ignored(edge_home, tiny_gguf,
     manifest.write_text(json.dumps(data))
     assert ModelStore().installed() == []
 
-
-def test_a_model_file_linking_out_of_the_store_is_ignored(edge_home, tiny_gguf, tmp_path):
-    assert cli.main(["import", str(tiny_gguf), "--quant", "F32"]) == 0
-    [m] = ModelStore().installed()
-    outside = tmp_path / "elsewhere.gguf"
-    outside.write_bytes(m.path.read_bytes())
-    m.path.unlink()
-    m.path.symlink_to(outside)
-    assert ModelStore().installed() == []
-    assert ModelStore().find("tiny") is None

@@ -162,9 +162,11 @@ def gen_limits(rng):
         ("min_p", -0.1, "4xx"), ("temperature", 1e308, "4xx"), ("repeat_penalty", 0, "4xx"),
         ("repeat_penalty", 1e308, None), ("top_logprobs", 21, "4xx"), ("logprobs", 21, "4xx"),
     ])
-    body[name] = value
-    if name in ("logprobs", "top_logprobs") and chat:
-        body["logprobs"], body["top_logprobs"] = True, 21
+    if name in ("logprobs", "top_logprobs"):  # chat: logprobs true + top_logprobs N; text: logprobs N
+        name = "top_logprobs" if chat else "logprobs"
+        body.update({"logprobs": True, "top_logprobs": 21} if chat else {"logprobs": 21})
+    else:
+        body[name] = value
     kw = {}
     if name == "max_tokens" and expect is None:
         body["stream"] = True  # a huge limit is valid: read a few events and leave

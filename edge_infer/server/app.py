@@ -80,7 +80,8 @@ class Server:
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model not in self.model_ids:
-            raise APIError(404, f"the model '{model}' does not exist; this server serves '{self.model}'",
+            shown = model if len(model) <= 200 else model[:200] + "…"  # never echo megabytes back
+            raise APIError(404, f"the model '{shown}' does not exist; this server serves '{self.model}'",
                            param="model", code="model_not_found")
 
     # ---- routes -----------------------------------------------------------------------

@@ -154,7 +154,7 @@ def _tensor_info(cur: _Cursor) -> TensorInfo:
 def _parse(cur: _Cursor, file_size: int) -> GGUFHeader:
     cur.pos = 4
     version = cur.unpack("I")
-    if version & 0xFFFF == 0:
+    if version & 0xFFFF == 0 and version:  # 3 read little-endian from a big-endian file
         raise ValueError("big-endian GGUF files are not supported")
     if version not in SUPPORTED_VERSIONS:
         raise ValueError(f"GGUF version {version} is not supported (expected 2 or 3)")

@@ -29,6 +29,10 @@ class ContextOverflowError(EdgeInferError):
         )
 
 
+class QuantizeError(EdgeInferError):
+    """A quantization that is refused (with the reason) or that llama.cpp failed."""
+
+
 class QueueFullError(EdgeInferError):
     """More requests waiting than the engine's queue allows."""
 

@@ -121,8 +121,8 @@ def run_ladder(models: list, *, n_tokens: int = 512, threads: int | None = None,
     """`models`: InstalledModels of one model, any order; the highest precision is the
     reference. Each is loaded, evaluated and closed before the next."""
     from edge_infer.config import EngineSettings
-    from edge_infer.store.gguf_info import read_model_info
-    from edge_infer.store.quant_types import precision_key
+    from edge_infer.gguf.info import read_model_info
+    from edge_infer.gguf.quant_types import precision_key
 
     if not models:
         raise ValueError("no models to compare")
@@ -175,7 +175,7 @@ def save(ladder: Ladder, path: Path | None = None) -> Path:
 
 
 def format_table(ladder: Ladder) -> str:
-    from edge_infer.store.download import human
+    from edge_infer.units import human_bytes
 
     ref = next((r for r in ladder.rows if r.reference), None)
     head = (f"{ladder.model}: {ladder.n_tokens} tokens of {ladder.text_source}, first {ladder.prompt_tokens} "
@@ -184,7 +184,7 @@ def format_table(ladder: Ladder) -> str:
     rows = []
     for r in ladder.rows:
         rows.append([
-            r.quant, human(r.file_size), f"{r.bits_per_weight:.2f}", f"{r.load_s:.2f}s", human(r.rss_bytes),
+            r.quant, human_bytes(r.file_size), f"{r.bits_per_weight:.2f}", f"{r.load_s:.2f}s", human_bytes(r.rss_bytes),
             f"{r.prefill_tok_s:.0f}", f"{r.decode_tok_s:.1f}", f"{r.perplexity:.3f}",
             "ref" if r.reference else f"{r.kl_mean:.4f}", "" if r.reference else f"{r.kl_p99:.4f}",
             "" if r.reference else f"{100 * r.top1_agree:.1f}%",

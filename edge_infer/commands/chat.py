@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from edge_infer.commands.common import (add_engine_args, add_model_arg, add_sampling_args,
-                                        open_engine, sampling_params)
+                                        open_host, sampling_params)
 from edge_infer.commands.run import format_stats
 
 HELP = "commands: /reset starts over, /stats toggles speed lines, /quit (or Ctrl-D) leaves"
@@ -32,7 +32,8 @@ def main(args) -> int:
     history: list[dict] = []
     show_stats = args.stats
     print(f"edge-infer chat — loading {args.model or 'the default model'} ...", file=sys.stderr)
-    with open_engine(args) as engine:
+    with open_host(args) as host:
+        engine = host.get()
         print(f"{engine.name}: ready. {HELP}", file=sys.stderr)
         while True:
             try:

@@ -60,22 +60,18 @@ def sampling_params(args) -> SamplingParams:
                           max_tokens=args.max_tokens, stop=tuple(args.stop))
 
 
-def resolve_model(spec: str | None):
-    """Model spec -> (path, display name). No spec means the catalog default, installed."""
-    from edge_infer.store.catalog import load_catalog
+def resolve_model(spec: str | None) -> tuple[Path, str]:
+    """Model spec -> (path, display name); None is the catalog default, provisioned if missing."""
     from edge_infer.store.store import ModelStore
 
-    store = ModelStore()
-    if spec is None:  # progress to stderr: stdout carries the model's text
-        default = load_catalog().default()
-        return store.ensure(default.alias, progress=lambda m: print(m, file=sys.stderr)), default.alias
-    path = store.resolve(spec)
-    # A file given by path is named by its stem (what /v1/models lists); store names stay.
-    return path, (Path(spec).stem if Path(spec).expanduser().is_file() else spec)
+    # Progress to stderr: stdout carries the model's text.
+    return ModelStore().locate(spec, progress=lambda m: print(m, file=sys.stderr))
 
 
-def open_engine(args, **overrides):
-    from edge_infer.engine import Engine
+def open_host(args, **overrides):
+    """A model host with args.model loaded (use it as a context manager: it closes the engine)."""
+    from edge_infer.host import ModelHost
 
-    path, name = resolve_model(args.model)
-    return Engine(path, engine_settings(args, **overrides), name=name)
+    host = ModelHost()
+    host.load(args.model, engine_settings(args, **overrides))
+    return host

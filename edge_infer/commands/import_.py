@@ -15,10 +15,11 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from edge_infer.store.download import human
+    from edge_infer.store.importing import import_file
     from edge_infer.store.store import ModelStore
+    from edge_infer.units import human_bytes
 
     store = ModelStore()
-    m = store.import_file(args.path, name=args.name, quant=args.quant, move=args.move, progress=print)
-    print(f"imported {m.label} ({human(m.size)}, sha256 {m.sha256[:12]}…): {m.path}")
+    m = import_file(store, args.path, name=args.name, quant=args.quant, move=args.move, progress=print)
+    print(f"imported {m.label} ({human_bytes(m.size)}, sha256 {m.sha256[:12]}…): {m.path}")
     return 0

@@ -7,6 +7,7 @@ import argparse
 import json
 
 from edge_infer.config import EngineSettings
+from edge_infer.units import human_bytes, human_count
 
 
 def register(subparsers) -> None:
@@ -21,30 +22,15 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
-def format_count(n: int) -> str:
-    for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if n >= div:
-            return f"{n / div:.1f}{suffix}"
-    return str(n)
-
-
 def _table(info, est, ctx: int, parallel: int) -> str:
     n_swa = sum(info.swa_layers)
     window = (f"{info.sliding_window} tokens on {n_swa} of {info.block_count} layers"
               if n_swa else ("none" if not info.sliding_window else f"{info.sliding_window} (not used)"))
     rows = [
         ("architecture", info.architecture),
-        ("parameters", format_count(info.parameter_count)),
+        ("parameters", human_count(info.parameter_count)),
         ("quantization", info.quantization),
-        ("file size", format_bytes(info.file_size)),
+        ("file size", human_bytes(info.file_size)),
         ("trained context", f"{info.context_length} tokens"),
         ("layers", str(info.block_count)),
         ("attention heads", f"{info.head_count} (KV heads {info.head_count_kv}, "
@@ -56,13 +42,13 @@ def _table(info, est, ctx: int, parallel: int) -> str:
     ]
     seqs = f"{parallel} sequence{'s' if parallel != 1 else ''}"
     mem = [
-        ("weights", format_bytes(est.weights_bytes)),
-        ("KV cache", f"{format_bytes(est.kv_bytes)}  ({format_bytes(est.kv_bytes_per_token)}/token)"),
-        ("compute", format_bytes(est.compute_bytes + est.output_bytes)),
-        ("total", format_bytes(est.total_bytes)),
+        ("weights", human_bytes(est.weights_bytes)),
+        ("KV cache", f"{human_bytes(est.kv_bytes)}  ({human_bytes(est.kv_bytes_per_token)}/token)"),
+        ("compute", human_bytes(est.compute_bytes + est.output_bytes)),
+        ("total", human_bytes(est.total_bytes)),
     ]
     if est.gpu_bytes:
-        mem.append(("on GPU", f"{format_bytes(est.gpu_bytes)} ({est.gpu_layers} layers"
+        mem.append(("on GPU", f"{human_bytes(est.gpu_bytes)} ({est.gpu_layers} layers"
                               f"{' + output' if est.output_on_gpu else ''})"))
     width = max(len(k) for k, _ in rows + mem)
     lines = [f"{info.name}  ({info.path})"]
@@ -73,8 +59,8 @@ def _table(info, est, ctx: int, parallel: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from edge_infer.engine.memory import detect_machine, engine_estimate_kwargs, estimate_memory, plan_memory
-    from edge_infer.store.gguf_info import read_model_info
+    from edge_infer.plan import detect_machine, engine_estimate_kwargs, estimate_memory, plan_memory
+    from edge_infer.gguf.info import read_model_info
     from edge_infer.store.store import ModelStore
 
     path = ModelStore().resolve(args.model)
@@ -117,10 +103,10 @@ def backend_lines(b) -> str:
 def _plan_lines(plan, machine) -> str:
     """What the memory planner picks for this machine (the same plan `serve` can use)."""
     head = "plan for this machine" if plan.fits else "does not fit this machine"
-    gpu = (f", {plan.n_gpu_layers} layers on the GPU ({format_bytes(plan.estimate.gpu_bytes)})"
+    gpu = (f", {plan.n_gpu_layers} layers on the GPU ({human_bytes(plan.estimate.gpu_bytes)})"
            if plan.n_gpu_layers else "")
     lines = [f"{head}: ctx {plan.ctx} x {plan.parallel}{gpu}, "
-             f"{format_bytes(plan.estimate.cpu_bytes)} of {format_bytes(plan.ram_budget)} usable RAM",
+             f"{human_bytes(plan.estimate.cpu_bytes)} of {human_bytes(plan.ram_budget)} usable RAM",
              f"  ({machine.describe()})"]
     lines += [f"  {note}" for note in plan.notes]
     return "\n".join(lines)

@@ -26,7 +26,7 @@ def register(sub) -> None:
 def main(args) -> int:
     from edge_infer.bench.ladder import format_table, run_ladder, save
     from edge_infer.errors import ModelNotFoundError
-    from edge_infer.store.quant_types import canonical
+    from edge_infer.gguf.quant_types import canonical
     from edge_infer.store.store import ModelStore
 
     store = ModelStore()

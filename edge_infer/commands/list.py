@@ -17,11 +17,12 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from edge_infer.engine.memory import detect_machine, fit_verdict
+    from edge_infer.plan import detect_machine, fit_verdict
     from edge_infer.errors import ModelFileError
-    from edge_infer.store.download import human, list_partials
-    from edge_infer.store.gguf_info import read_model_info
-    from edge_infer.store.quant_types import bits_per_weight
+    from edge_infer.store.download import list_partials
+    from edge_infer.units import human_bytes
+    from edge_infer.gguf.info import read_model_info
+    from edge_infer.gguf.quant_types import bits_per_weight
     from edge_infer.store.store import ModelStore
 
     store = ModelStore()
@@ -48,12 +49,12 @@ def main(args) -> int:
               f"`edge-infer pull REPO` one from the hub, `edge-infer import FILE.gguf` a local file.")
     else:
         table = [("NAME", "QUANT", "SIZE", "SOURCE", "FITS")]
-        table += [(m.family, m.quant, human(m.size), m.source,
+        table += [(m.family, m.quant, human_bytes(m.size), m.source,
                    v) for m, _, v in rows]
         widths = [max(len(r[i]) for r in table) for i in range(5)]
         for r in table:
             print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
     for p in partials:
-        print(f"unfinished download: {p.label} ({human(p.have)} of {human(p.size)}); "
+        print(f"unfinished download: {p.label} ({human_bytes(p.have)} of {human_bytes(p.size)}); "
               f"run the same `edge-infer pull` to resume it")
     return 0

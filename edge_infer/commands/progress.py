@@ -7,7 +7,7 @@ import sys
 import time
 from collections import deque
 
-from edge_infer.store.download import human
+from edge_infer.units import human_bytes
 
 
 def _duration(seconds: float) -> str:
@@ -44,7 +44,7 @@ class ByteProgress:
         pct = 100 * have / self.total
         speed = self.speed()
         eta = (self.total - have) / speed if speed > 0 else None
-        text = f"{human(have)} / {human(self.total)}  {human(speed)}/s  ETA {_duration(eta) if eta is not None else '?'}"
+        text = f"{human_bytes(have)} / {human_bytes(self.total)}  {human_bytes(speed)}/s  ETA {_duration(eta) if eta is not None else '?'}"
         if self.tty:
             width = 24
             fill = int(width * have / self.total)

@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 def main(args) -> int:
     from edge_infer.commands.progress import ByteProgress
-    from edge_infer.store.download import human
+    from edge_infer.units import human_bytes
     from edge_infer.store.hub import HubClient
     from edge_infer.store.pull import Puller
 
@@ -57,5 +57,5 @@ def main(args) -> int:
         print(f"  {note}", file=sys.stderr, flush=True)
     parts = f" in {len(m.parts)} parts" if m.parts else ""
     sha = f", sha256 {m.sha256[:12]}… verified" if m.sha256 else ""
-    print(f"installed {m.label} ({human(m.size)}{parts}{sha}) from {result.source}: {m.path}")
+    print(f"installed {m.label} ({human_bytes(m.size)}{parts}{sha}) from {result.source}: {m.path}")
     return 0

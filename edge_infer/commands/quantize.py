@@ -26,8 +26,9 @@ def register(sub) -> None:
 
 def main(args) -> int:
     from edge_infer.commands.progress import CountProgress
-    from edge_infer.store.download import human
+    from edge_infer.engine import quantize_file
     from edge_infer.store.quantize import plan_quantize, run_quantize
+    from edge_infer.units import human_bytes
 
     targets = [t.strip() for t in args.to.split(",") if t.strip()]
     plan = plan_quantize(args.model, targets, from_f16=args.from_f16, allow_requantize=args.allow_requantize,
@@ -35,9 +36,9 @@ def main(args) -> int:
     for note in plan.notes:
         print(f"note: {note}", file=sys.stderr)
     for m in plan.skipped:
-        print(f"{m.label} is already installed ({human(m.size)}); --force redoes it")
-    made = run_quantize(plan, threads=args.threads, progress=lambda label: CountProgress(label),
-                        say=print)
+        print(f"{m.label} is already installed ({human_bytes(m.size)}); --force redoes it")
+    made = run_quantize(plan, quantizer=quantize_file, threads=args.threads,
+                        progress=lambda label: CountProgress(label), say=print)
     for m in made:
-        print(f"installed {m.label} ({human(m.size)}): {m.path}")
+        print(f"installed {m.label} ({human_bytes(m.size)}): {m.path}")
     return 0

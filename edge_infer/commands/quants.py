@@ -23,9 +23,9 @@ def register(sub) -> None:
 def main(args) -> int:
     from dataclasses import asdict
 
-    from edge_infer.engine.memory import detect_machine, plan_memory
+    from edge_infer.plan import detect_machine, plan_memory
     from edge_infer.errors import EdgeInferError
-    from edge_infer.store.download import human
+    from edge_infer.units import human_bytes
     from edge_infer.store.hub import HubClient, parse_spec
     from edge_infer.store.pull import choose_level, level_fits
 
@@ -65,7 +65,7 @@ def main(args) -> int:
     print(f"{repo} @ {listing.commit[:12]} ({listing.revision})")
     print(f"  {ref.architecture}, {ref.parameter_count / 1e6:.0f}M parameters, {ref.block_count} layers, "
           f"{ref.head_count} heads ({ref.head_count_kv} KV), trained context {ref.context_length}{swa}")
-    print(f"  header read by range request: {human(client.bytes_read)} (nothing downloaded)")
+    print(f"  header read by range request: {human_bytes(client.bytes_read)} (nothing downloaded)")
     print(f"  this machine: {machine.describe()}")
     print(f"  verdicts at ctx {fits[0].fit.ctx} x {args.parallel} sequence{'s' if args.parallel != 1 else ''}\n")
     gpu = bool(machine.gpus)
@@ -76,10 +76,10 @@ def main(args) -> int:
         g, f = lf.group, lf.fit
         name = g.first.path + (f"  (+{len(g.files) - 1} more parts)" if g.split else "")
         mark = " *" if chosen is lf else ""
-        row = [g.quant + mark, human(g.size), f"{g.size * 8 / max(1, ref.parameter_count):.2f}",
-               human(f.ram_need), f.ram]
+        row = [g.quant + mark, human_bytes(g.size), f"{g.size * 8 / max(1, ref.parameter_count):.2f}",
+               human_bytes(f.ram_need), f.ram]
         if gpu:
-            row += [human(f.gpu_need or 0), f.gpu or "-"]
+            row += [human_bytes(f.gpu_need or 0), f.gpu or "-"]
         rows.append(row + [name])
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip())
@@ -88,7 +88,7 @@ def main(args) -> int:
     if chosen:
         print(f"\n* `edge-infer pull {repo}` would take {chosen.group.quant}: the highest precision up to "
               f"Q8_0 that fits. Plan: ctx {plan.ctx} x {plan.parallel}, {plan.n_gpu_layers} GPU layers, "
-              f"{human(plan.estimate.total_bytes)} in all.")
+              f"{human_bytes(plan.estimate.total_bytes)} in all.")
     else:
         print("\nno level fits this machine at this context; try a smaller --ctx")
     if several:

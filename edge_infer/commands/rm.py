@@ -19,7 +19,7 @@ def register(sub) -> None:
 
 def main(args) -> int:
     from edge_infer.errors import ModelNotFoundError
-    from edge_infer.store.download import human
+    from edge_infer.units import human_bytes
     from edge_infer.store.store import ModelStore
 
     store = ModelStore()
@@ -38,34 +38,35 @@ def main(args) -> int:
                                      f"({', '.join(m.label for m in found)}); name one of them")
         chosen += [m for m in found if m not in chosen]
     for m in chosen:
-        confirmed = _confirm(f"delete {m.label} ({human(m.size)}, {m.path.parent})?", args.yes)
+        confirmed = _confirm(f"delete {m.label} ({human_bytes(m.size)}, {m.path.parent})?", args.yes)
         if confirmed is None:
             return 2
         if not confirmed:
             print(f"kept {m.label}")
             continue
         store.remove(m)
-        print(f"deleted {m.label} ({human(m.size)} freed)")
+        print(f"deleted {m.label} ({human_bytes(m.size)} freed)")
     return 0
 
 
 def _remove_partials(store, yes: bool) -> int:
-    from edge_infer.store.download import discard_partial, human, list_partials
+    from edge_infer.store.download import discard_partial, list_partials
+    from edge_infer.units import human_bytes
 
     partials = list_partials(store.root)
     if not partials:
         print("no unfinished downloads")
         return 0
     for p in partials:
-        confirmed = _confirm(f"delete the unfinished download of {p.label} ({human(p.have)} of "
-                             f"{human(p.size)})?", yes)
+        confirmed = _confirm(f"delete the unfinished download of {p.label} ({human_bytes(p.have)} of "
+                             f"{human_bytes(p.size)})?", yes)
         if confirmed is None:
             return 2
         if not confirmed:
             print(f"kept {p.label}")
             continue
         discard_partial(p)  # refused (DownloadBusyError) while a pull is writing it
-        print(f"deleted the unfinished download of {p.label} ({human(p.have)} freed)")
+        print(f"deleted the unfinished download of {p.label} ({human_bytes(p.have)} freed)")
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from edge_infer.commands.common import (add_engine_args, add_model_arg, add_sampling_args,
-                                        open_engine, sampling_params)
+                                        open_host, sampling_params)
 
 
 def register(sub) -> None:
@@ -30,7 +30,8 @@ def main(args) -> int:
                           sampling=sampling_params(args), source="cli")
     else:
         request = Request(prompt=prompt, sampling=sampling_params(args), source="cli")
-    with open_engine(args) as engine:
+    with open_host(args) as host:
+        engine = host.get()
         stream = engine.submit(request)
         try:
             for event in stream:

@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from edge_infer.commands.common import add_engine_args, add_model_arg, open_engine
+from edge_infer.commands.common import add_engine_args, add_model_arg, open_host
 
 
 def register(sub) -> None:
@@ -48,11 +48,12 @@ def main(args) -> int:
     # uvicorn re-raises the signal that stopped it; make SIGTERM an exception, not a
     # silent death, so the finally below still removes the socket file.
     signal.signal(signal.SIGTERM, _exit_on_term)
-    engine = None
+    host = None
     try:
         parallel = args.parallel or (None if "EDGE_INFER_PARALLEL" in os.environ else 4)
-        engine = open_engine(args, parallel=parallel)
-        app = create_app(engine, api_key=key, max_body=int(args.max_body_mib * 2**20))
+        host = open_host(args, parallel=parallel)
+        engine = host.get()
+        app = create_app(host, api_key=key, max_body=int(args.max_body_mib * 2**20))
         if args.socket:
             where = f"unix:{Path(args.socket).expanduser()}  (curl --unix-socket PATH http://localhost/v1/models)"
         else:
@@ -67,8 +68,8 @@ def main(args) -> int:
         sock.close()
         if args.socket:
             remove_unix(args.socket)
-        if engine is not None:
-            engine.close()
+        if host is not None:
+            host.close()
     return 0
 
 

@@ -1,7 +1,9 @@
 """The only room that talks to llama.cpp for inference. Public API below."""
 
+from edge_infer.engine.grammar_check import GrammarError, validate_gbnf
 from edge_infer.engine.sampling import SamplingParams
 from edge_infer.engine.sequence import Request
+from edge_infer.engine.stats import EngineSnapshot, RequestStats
 from edge_infer.engine.stream import Completion, FinishEvent, RequestStream, TokenEvent
 
 
@@ -10,8 +12,12 @@ def __getattr__(name):
     if name in ("Engine", "BadRequestError"):
         from edge_infer.engine import engine
         return getattr(engine, name)
+    if name == "quantize_file":
+        from edge_infer.engine.quantize import quantize_file
+        return quantize_file
     raise AttributeError(name)
 
 
-__all__ = ["Engine", "BadRequestError", "Request", "SamplingParams", "Completion",
-           "FinishEvent", "RequestStream", "TokenEvent"]
+__all__ = ["Engine", "BadRequestError", "quantize_file", "Request", "SamplingParams", "Completion",
+           "FinishEvent", "RequestStream", "TokenEvent", "GrammarError", "validate_gbnf",
+           "EngineSnapshot", "RequestStats"]

@@ -30,7 +30,7 @@ from edge_infer.engine.stats import EngineSnapshot, FinishedRequest, RateMeter
 from edge_infer.engine.stream import FinishEvent, RequestStream, TokenEvent
 from edge_infer.engine.watchdog import StepClock, Watchdog
 from edge_infer.errors import ContextOverflowError, EngineClosedError, QueueFullError
-from edge_infer.store.gguf_info import read_model_info
+from edge_infer.gguf.info import read_model_info
 
 log = logging.getLogger("edge_infer.engine")
 

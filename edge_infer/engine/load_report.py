@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from edge_infer.engine.memory import MiB
+from edge_infer.units import MiB
 
 _KV = re.compile(r"KV buffer size\s*=\s*([\d.]+)\s*MiB")
 _COMPUTE = re.compile(r"compute buffer size\s*=\s*([\d.]+)\s*MiB")

@@ -1,4 +1,6 @@
-"""The OpenAI-compatible app on one engine: routes, auth, body limits, streaming.
+"""The OpenAI-compatible app over a model host: routes, auth, body limits, streaming.
+
+Each request asks the host for the engine serving its `model` (none named: the default).
 
 Starlette rather than FastAPI: bodies are parsed by schemas.parse so every validation
 error is OpenAI-shaped (FastAPI would answer 422 in its own shape), and streaming is a
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
+import weakref
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -18,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from edge_infer.host import ModelHost, ModelNotLoadedError
 from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.http_limits import HeaderLimit
 from edge_infer.server.jobs import Job
@@ -31,18 +35,15 @@ BODY_TIMEOUT = 30.0  # seconds to receive a whole body once the headers are in
 
 
 class Server:
-    def __init__(self, engine, api_key: str | None = None, max_body: int = MAX_BODY,
-                 model_ids: tuple[str, ...] = (), body_timeout: float = BODY_TIMEOUT):
-        self.engine = engine
+    def __init__(self, host: ModelHost, api_key: str | None = None, max_body: int = MAX_BODY,
+                 body_timeout: float = BODY_TIMEOUT):
+        self.host = host
         self.api_key = api_key
         self.max_body = max_body
         self.body_timeout = body_timeout
-        self.model = engine.name
-        # The name it is served as, plus whatever else clearly means the same file.
-        self.model_ids = {engine.name, engine.model.path.stem, engine.model.path.name, *model_ids}
         self.created = int(time.time())
-        self.metrics = Metrics(engine)
-        self.text_of = TokenText(engine.model.piece)
+        self.metrics = Metrics(host)
+        self._texts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # engine -> TokenText
 
     # ---- plumbing ---------------------------------------------------------------------
     def check_key(self, request: Request) -> None:
@@ -78,17 +79,28 @@ class Server:
                            code="request_timeout", headers={"Connection": "close"}) from None
         return bytes(body)
 
-    def check_model(self, model: str | None) -> None:
-        if model is not None and model not in self.model_ids:
-            shown = model if len(model) <= 200 else model[:200] + "…"  # never echo megabytes back
-            raise APIError(404, f"the model '{shown}' does not exist; this server serves '{self.model}'",
-                           param="model", code="model_not_found")
+    def engine_for(self, model: str | None):
+        """The engine serving `model` (None: the default one), or a 404 naming what is served."""
+        try:
+            return self.host.get(model)
+        except ModelNotLoadedError as exc:
+            raise APIError(404, str(exc), param="model", code="model_not_found") from None
+
+    def text_of(self, engine) -> TokenText:
+        text = self._texts.get(engine)
+        if text is None:
+            text = self._texts[engine] = TokenText(engine.model.piece)
+        return text
 
     # ---- routes -----------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        snap = self.engine.snapshot()
-        state = getattr(self.engine, "state", "ok")
-        body = {"status": {"ok": "ok", "stalled": "stalled"}.get(state, "error"), "model": self.model,
+        loaded = self.host.current
+        if loaded is None:
+            return SafeJSONResponse({"status": "no model", "model": None}, status_code=503)
+        engine = loaded.engine
+        snap = engine.snapshot()
+        state = getattr(engine, "state", "ok")
+        body = {"status": {"ok": "ok", "stalled": "stalled"}.get(state, "error"), "model": loaded.name,
                 "slots": snap.n_slots, "slots_busy": snap.slots_busy, "queued": snap.queued}
         if state != "ok":
             body["engine"] = state
@@ -96,26 +108,26 @@ class Server:
 
     async def models(self, request: Request) -> Response:
         self.check_key(request)
-        return SafeJSONResponse({"object": "list", "data": [self._model_card()]})
+        return SafeJSONResponse({"object": "list", "data": [self._model_card(n) for n in self.host.names()]})
 
     async def model_card(self, request: Request) -> Response:
         self.check_key(request)
-        self.check_model(request.path_params["model"])
-        return SafeJSONResponse(self._model_card())
+        return SafeJSONResponse(self._model_card(self.engine_for(request.path_params["model"]).name))
 
-    def _model_card(self) -> dict:
-        return {"id": self.model, "object": "model", "created": self.created, "owned_by": "edge-infer"}
+    def _model_card(self, name: str) -> dict:
+        return {"id": name, "object": "model", "created": self.created, "owned_by": "edge-infer"}
 
     async def stats(self, request: Request) -> Response:
         self.check_key(request)
-        return SafeJSONResponse(self.engine.snapshot().to_dict())
+        return SafeJSONResponse(self.engine_for(None).snapshot().to_dict())
 
     async def props(self, request: Request) -> Response:
         """What this server runs on (llama-server's /props): model, settings, CPU backend."""
         self.check_key(request)
-        backend = getattr(self.engine, "backend", None)
-        settings = getattr(self.engine, "settings", None)
-        return SafeJSONResponse({"model": self.model,
+        engine = self.engine_for(None)
+        backend = getattr(engine, "backend", None)
+        settings = getattr(engine, "settings", None)
+        return SafeJSONResponse({"model": engine.name,
                              "settings": settings.__dict__ if settings is not None else None,
                              "backend": backend.as_dict() if backend is not None else None})
 
@@ -132,21 +144,22 @@ class Server:
     async def _complete(self, request: Request, schema, wire_cls) -> Response:
         self.check_key(request)
         body = parse(schema, await self.read_body(request))
-        self.check_model(body.model)
-        job = Job(self.engine, body)
+        engine = self.engine_for(body.model)
+        text_of = self.text_of(engine)
+        job = Job(engine, body)
         job.on_finish = lambda ev: ev.stats and self.metrics.generation(ev.stats, ev.reason)
         job.submit()
-        wire = wire_cls(self.model, include_usage=body.stream and body.include_usage)
-        echo = self._echo(job) if getattr(body, "echo", False) else None
+        wire = wire_cls(engine.name, include_usage=body.stream and body.include_usage)
+        echo = self._echo(engine, job) if getattr(body, "echo", False) else None
         if body.stream:
-            return SSEResponse(stream_job(job, wire, self.text_of, echo), on_close=lambda: self._closed(job))
+            return SSEResponse(stream_job(job, wire, text_of, echo), on_close=lambda: self._closed(job))
         if not await self._until_done_or_gone(request, job):
             return Response(status_code=499)  # nobody is listening; uvicorn drops it
         k = job.top_logprobs
         choices = []
         for c in job.choices:
             start = len(echo[c.index]) if echo else 0
-            lps = wire.logprob_entries(c.logprobs, k, self.text_of, start) if job.logprobs else None
+            lps = wire.logprob_entries(c.logprobs, k, text_of, start) if job.logprobs else None
             text = (echo[c.index] if echo else "") + c.text
             choices.append(wire.whole(c.index, text, c.finish.reason, lps))
         return SafeJSONResponse(wire.response(choices, usage(*job.usage())))
@@ -175,14 +188,14 @@ class Server:
         if not job.done:
             self.metrics.cancelled.inc()
 
-    def _echo(self, job: Job) -> list[str]:
-        return [c.prompt if isinstance(c.prompt, str) else self.engine.model.detokenize(c.prompt)
+    def _echo(self, engine, job: Job) -> list[str]:
+        return [c.prompt if isinstance(c.prompt, str) else engine.model.detokenize(c.prompt)
                 for c in job.choices]
 
 
-def create_app(engine, api_key: str | None = None, max_body: int = MAX_BODY,
+def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_BODY,
                body_timeout: float = BODY_TIMEOUT) -> Starlette:
-    srv = Server(engine, api_key=api_key, max_body=max_body, body_timeout=body_timeout)
+    srv = Server(host, api_key=api_key, max_body=max_body, body_timeout=body_timeout)
     metrics = srv.metrics
 
     def counted(endpoint: str, handler):

@@ -11,8 +11,8 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
-from edge_infer.engine import FinishEvent, Request, RequestStream, SamplingParams, TokenEvent
-from edge_infer.engine.grammar_check import GrammarError, validate_gbnf
+from edge_infer.engine import (FinishEvent, GrammarError, Request, RequestStream, SamplingParams, TokenEvent,
+                               validate_gbnf)
 from edge_infer.server.errors import APIError, bad_request, from_engine
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
 

@@ -1,7 +1,8 @@
 """Prometheus metrics for /metrics.
 
 Per-request figures (TTFT, time per output token, tokens) are recorded when a request
-ends; engine state (queue, slots, KV cells, RSS, rates) is read from Engine.snapshot()
+ends; engine state (queue, slots, KV cells, RSS, rates) is read from each loaded
+engine's snapshot()
 at scrape time, so it is never stale and costs nothing between scrapes. Each app has
 its own registry: several servers (tests) can live in one process.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from edge_infer.engine.stats import RequestStats
+from edge_infer.engine import RequestStats
 
 disable_created_metrics()  # no `*_created` series: timestamps nobody graphs, doubling the output
 
@@ -20,11 +21,23 @@ _PER_TOKEN = (0.002, 0.005, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3, 0.6, 1.2)
 
 
 class EngineCollector:
-    def __init__(self, engine):
-        self.engine = engine
+    """Engine gauges and counters, one series per loaded model."""
+
+    def __init__(self, host):
+        self.host = host
 
     def collect(self):
-        s = self.engine.snapshot()
+        snaps = [m.engine.snapshot() for m in self.host.loaded()]
+        families = {}
+        for s in snaps:
+            for family in self._families(s):
+                if family.name in families:
+                    families[family.name].samples.extend(family.samples)
+                else:
+                    families[family.name] = family
+        yield from families.values()
+
+    def _families(self, s):
         labels = {"model": s.model}
         gauges = [
             ("queue_depth", "Requests waiting for a slot", s.queued),
@@ -53,7 +66,7 @@ class EngineCollector:
 
 
 class Metrics:
-    def __init__(self, engine):
+    def __init__(self, host):
         self.registry = r = CollectorRegistry()
         self.requests = Counter("edge_infer_http_requests", "HTTP requests by endpoint and status",
                                 ["endpoint", "status"], registry=r)
@@ -68,7 +81,7 @@ class Metrics:
                                    registry=r)
         self.duration = Histogram("edge_infer_request_duration_seconds", "Submit until the last token",
                                   buckets=_LATENCY, registry=r)
-        r.register(EngineCollector(engine))
+        r.register(EngineCollector(host))
 
     def request(self, endpoint: str, status: int) -> None:
         self.requests.labels(endpoint, str(status)).inc()

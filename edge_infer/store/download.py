@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from edge_infer.errors import EdgeInferError
+from edge_infer.units import human_bytes
 
 try:  # huggingface_hub >= 1.x talks HTTP through httpx (2.x through its fork, httpx2)
     import httpx2 as httpx
@@ -67,14 +68,6 @@ class RemoteFile:
     @property
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1] or self.url.rsplit("/", 1)[-1]
-
-
-def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 @dataclass(frozen=True)
@@ -129,8 +122,8 @@ def check_disk_space(folder: Path, need: int, what: str) -> None:
     free = shutil.disk_usage(folder).free
     if need + DISK_RESERVE > free:
         raise DiskFullError(
-            f"not enough free disk space for {what}: it needs {human(need)} more, the disk holding "
-            f"{folder} has {human(free)} free. Free some space (or set EDGE_INFER_MODELS to a folder "
+            f"not enough free disk space for {what}: it needs {human_bytes(need)} more, the disk holding "
+            f"{folder} has {human_bytes(free)} free. Free some space (or set EDGE_INFER_MODELS to a folder "
             f"on a bigger disk) and run the command again; nothing was installed")
 
 
@@ -219,7 +212,7 @@ class Downloader:
             check_disk_space(self.folder, remote.size - have, remote.name)
             state = _State(have)
             if have:
-                self._note(f"{remote.name}: resuming at {human(have)} of {human(remote.size)}")
+                self._note(f"{remote.name}: resuming at {human_bytes(have)} of {human_bytes(remote.size)}")
                 _hash_prefix(part, have, state.digest)
             with open(part, "ab", buffering=0) as fh:
                 self._transfer(remote, fh, state)
@@ -281,10 +274,10 @@ class Downloader:
                 if failures > self.retries:
                     raise DownloadError(
                         f"downloading {remote.name} failed after {failures} attempts in a row: "
-                        f"{_describe(exc)}. {human(state.have)} of {human(remote.size)} are kept; "
+                        f"{_describe(exc)}. {human_bytes(state.have)} of {human_bytes(remote.size)} are kept; "
                         f"run the same command again to resume") from None
                 wait = min(self.max_backoff, self.backoff * 2 ** (failures - 1)) * (0.75 + random.random() / 2)
-                self._note(f"{remote.name}: {_describe(exc)} at {human(state.have)}; retry "
+                self._note(f"{remote.name}: {_describe(exc)} at {human_bytes(state.have)}; retry "
                            f"{failures}/{self.retries} in {wait:.1f}s")
                 self.sleep(wait)
 
@@ -320,8 +313,8 @@ class Downloader:
                 except OSError as exc:
                     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                         raise DiskFullError(
-                            f"the disk filled up while downloading {remote.name} ({human(state.have)} "
-                            f"of {human(remote.size)} written). Free some space and run the command "
+                            f"the disk filled up while downloading {remote.name} ({human_bytes(state.have)} "
+                            f"of {human_bytes(remote.size)} written). Free some space and run the command "
                             f"again: it resumes from the partial file in {self.folder}; nothing was "
                             f"installed") from None
                     raise

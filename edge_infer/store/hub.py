@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 from edge_infer.errors import EdgeInferError, ModelFileError
-from edge_infer.store import quant_types
+from edge_infer.gguf import quant_types
 from edge_infer.store.download import RemoteFile
-from edge_infer.store.gguf_header import GGUFHeader, NeedMoreBytes, parse_header_prefix
-from edge_infer.store.gguf_info import ModelInfo, info_from_header, merge_split_headers
+from edge_infer.gguf.header import GGUFHeader, NeedMoreBytes, parse_header_prefix
+from edge_infer.gguf.info import ModelInfo, info_from_header, merge_split_headers
 
 try:
     import httpx2 as httpx

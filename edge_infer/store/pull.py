@@ -15,12 +15,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
-from edge_infer.engine.memory import FITS, TIGHT, Fit, Machine, fit_verdict
+from edge_infer.plan import FITS, TIGHT, Fit, Machine, fit_verdict
 from edge_infer.errors import EdgeInferError
-from edge_infer.store import quant_types
+from edge_infer.gguf import quant_types
 from edge_infer.store.catalog import CatalogModel
-from edge_infer.store.download import DiskFullError, DownloadError, Downloader, check_disk_space, human
-from edge_infer.store.gguf_info import ModelInfo, read_model_info
+from edge_infer.store.download import DiskFullError, DownloadError, Downloader, check_disk_space
+from edge_infer.units import human_bytes
+from edge_infer.gguf.info import ModelInfo, read_model_info
 from edge_infer.store.hub import (HubClient, HubError, HubUnreachableError, QuantGroup, RepoListing,
                                   parse_spec, scaled_info)
 from edge_infer.store.store import MANIFEST, InstalledModel, ModelStore, safe_file_name
@@ -75,7 +76,7 @@ def choose_level(fits: list[LevelFit]) -> LevelFit:
     smallest = min(fits, key=lambda lf: lf.group.size)
     raise HubError(
         f"no quant level fits this machine: the smallest, {smallest.group.quant} "
-        f"({human(smallest.group.size)}), needs {human(smallest.fit.ram_need)} of RAM at "
+        f"({human_bytes(smallest.group.size)}), needs {human_bytes(smallest.fit.ram_need)} of RAM at "
         f"ctx {smallest.fit.ctx}. Pass REPO:QUANT to download one anyway, or a smaller --ctx")
 
 
@@ -100,7 +101,7 @@ class Puller:
     @property
     def machine(self) -> Machine:
         if self._machine is None:
-            from edge_infer.engine.memory import detect_machine
+            from edge_infer.plan import detect_machine
 
             self._machine = detect_machine()
         return self._machine
@@ -144,9 +145,9 @@ class Puller:
             return found[0]
         fits = level_fits(self.client, listing, groups, self.machine, ctx, parallel)
         chosen = choose_level(fits)
-        self.say(f"chose {chosen.group.quant} ({human(chosen.group.size)}): the highest precision that "
+        self.say(f"chose {chosen.group.quant} ({human_bytes(chosen.group.size)}): the highest precision that "
                  f"{'fits' if chosen.fit.best == FITS else 'fits, tightly,'} at ctx {chosen.fit.ctx} "
-                 f"x {chosen.fit.parallel} ({human(chosen.fit.ram_need)} RAM needed)")
+                 f"x {chosen.fit.parallel} ({human_bytes(chosen.fit.ram_need)} RAM needed)")
         return chosen.group
 
     def _from_mirror(self, model: CatalogModel, quant: str | None, exc: Exception) -> PullResult:
@@ -184,11 +185,11 @@ class Puller:
         downloader = Downloader(self.store.root, headers=self.client.headers(), **self.downloader_options)
         left = [downloader.remaining(r) for r in remotes]  # reads each partial's description once
         need = sum(left)
-        what = f"{listing.repo}:{group.quant} ({human(group.size)})"
+        what = f"{listing.repo}:{group.quant} ({human_bytes(group.size)})"
         check_disk_space(self.store.root, need, what)
         done_before = group.size - need
         self.say(f"pulling {what} at {listing.commit[:12]}"
-                 + (f", resuming: {human(done_before)} already here" if done_before else ""))
+                 + (f", resuming: {human_bytes(done_before)} already here" if done_before else ""))
         parts = []
         received = 0
         for remote, remote_left in zip(remotes, left):

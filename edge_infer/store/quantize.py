@@ -1,34 +1,29 @@
-"""Local quantization: llama.cpp's llama_model_quantize, and widening a quantized file
-back to F16 with the gguf package so an offline ladder can start from one file.
+"""`edge-infer quantize` in the store: which levels to make from which file, refusals
+before anything is written, and each made level recorded as an installed model.
 
-Widening does not restore precision: F16 made from a Q4_1 file holds exactly the Q4_1
-values. It lets every level be produced from one source so that their differences are
-the formats' own, which is what a ladder compares.
+The file itself is written by a quantizer handed in by the caller (the engine room's
+quantize_file: llama.cpp), and F16 widening by edge_infer.gguf.widen; the store never
+imports the engine.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import re
-import threading
+import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from edge_infer.errors import EdgeInferError
-from edge_infer.store import quant_types
-from edge_infer.store.gguf_info import read_model_info
+from edge_infer.errors import QuantizeError
+from edge_infer.gguf import quant_types
+from edge_infer.gguf.info import read_model_info
+from edge_infer.gguf.widen import widen_to_f16
 
-log = logging.getLogger(__name__)
-# llama.cpp logs one line per tensor: "[  12/ 272]  blk.0.attn_q.weight - [ 576, 576, 1, 1], ..."
-_TENSOR_LINE = re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*\]\s+(\S+)")
 Progress = Callable[[int, int, str], object]   # (tensors done, tensors total, tensor name)
+# quantizer(source, dest, level, threads=, allow_requantize=, progress=) -> dest
+Quantizer = Callable[..., Path]
 
-
-class QuantizeError(EdgeInferError):
-    """A quantization that is refused (with the reason) or that llama.cpp failed."""
+__all__ = ["QuantizeError", "Refusal", "check_direction", "QuantizePlan", "plan_quantize", "run_quantize"]
 
 
 @dataclass(frozen=True)
@@ -72,129 +67,6 @@ def check_direction(source_quant: str, target: str, *, allow_requantize: bool,
     return None
 
 
-def quantize_file(source: Path, dest: Path, target: str, *, threads: int | None = None,
-                  allow_requantize: bool = False, progress: Progress | None = None) -> Path:
-    """Run llama_model_quantize source -> dest (written to a hidden temp name, then renamed)."""
-    import ctypes
-
-    import llama_cpp
-
-    from edge_infer.engine.llama import capture_log, init_backend
-
-    tq = quant_types.lookup(target)
-    if tq is None or tq.ftype is None:
-        raise QuantizeError(f"unknown quantization level {target!r}")
-    read_model_info(source)  # llama.cpp aborts on some broken files: check first
-    init_backend()
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{dest.name}.{os.getpid()}.quantizing"
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.nthread = threads or 0
-    params.ftype = tq.ftype
-    params.allow_requantize = allow_requantize
-    result: dict = {}
-
-    def work():
-        result["rc"] = llama_cpp.llama_model_quantize(str(source).encode(), str(tmp).encode(),
-                                                      ctypes.byref(params))
-
-    try:
-        with capture_log() as lines:
-            worker = threading.Thread(target=work, name="edge-infer-quantize", daemon=True)
-            worker.start()
-            seen = 0
-            while worker.is_alive():
-                worker.join(0.2)
-                seen = _report(lines, seen, progress)
-            _report(lines, seen, progress)
-        if result.get("rc") != 0 or not tmp.is_file():
-            tail = " ".join(l.strip() for l in lines[-5:] if l.strip())
-            raise QuantizeError(f"llama.cpp could not quantize {source.name} to {tq.name}: {tail or 'no reason given'}")
-        read_model_info(tmp)  # the output is a whole, readable GGUF
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return dest
-
-
-def _report(lines: list[str], seen: int, progress: Progress | None) -> int:
-    n = len(lines)
-    if progress is None:
-        return n
-    for line in lines[seen:n]:
-        m = _TENSOR_LINE.search(line)
-        if m:
-            progress(int(m.group(1)), int(m.group(2)), m.group(3))
-    return n
-
-
-def widen_to_f16(source: Path, dest: Path, progress: Progress | None = None) -> Path:
-    """Write `source` (any quantization the gguf package can dequantize) as an F16 GGUF:
-    every metadata key copied, general.file_type = F16, matrices as F16, 1-D tensors
-    (norms, biases) as F32 as llama.cpp itself keeps them."""
-    import gguf
-    import numpy as np
-
-    read_model_info(source)
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{dest.name}.{os.getpid()}.widening"
-    reader = gguf.GGUFReader(str(source), "r")
-    arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
-    writer = gguf.GGUFWriter(str(tmp), arch=arch, endianess=reader.endianess)
-    try:
-        align = reader.fields.get(gguf.Keys.General.ALIGNMENT)
-        if align is not None:
-            writer.data_alignment = int(align.contents())
-        for kv in reader.fields.values():
-            if kv.name == gguf.Keys.General.ARCHITECTURE or kv.name.startswith("GGUF."):
-                continue
-            if kv.name == gguf.Keys.General.FILE_TYPE:
-                continue
-            vtype = kv.types[0]
-            sub = kv.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-            writer.add_key_value(kv.name, kv.contents(), vtype, sub_type=sub)
-        writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-
-        def widened(t):
-            if t.tensor_type == gguf.GGMLQuantizationType.F32 or len(t.shape) < 2:
-                data = gguf.quants.dequantize(t.data, t.tensor_type)
-                return np.ascontiguousarray(data, dtype=np.float32)
-            if t.tensor_type == gguf.GGMLQuantizationType.F16:
-                return t.data
-            try:
-                data = gguf.quants.dequantize(t.data, t.tensor_type)
-            except NotImplementedError:
-                raise QuantizeError(f"the gguf package cannot dequantize {t.tensor_type.name} "
-                                    f"(tensor {t.name}); widening {source.name} to F16 is not possible") from None
-            return data.astype(np.float16)
-
-        tensors = list(reader.tensors)
-        for t in tensors:  # declare shapes and sizes first, data follows tensor by tensor
-            n = int(np.prod(t.shape))
-            wide_f32 = t.tensor_type == gguf.GGMLQuantizationType.F32 or len(t.shape) < 2
-            dtype = np.float32 if wide_f32 else np.float16
-            shape = tuple(int(d) for d in reversed(t.shape))
-            writer.add_tensor_info(t.name, shape, np.dtype(dtype), n * np.dtype(dtype).itemsize)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        for i, t in enumerate(tensors, 1):
-            writer.write_tensor_data(widened(t))
-            if progress:
-                progress(i, len(tensors), t.name)
-        writer.close()
-        read_model_info(tmp)
-        os.replace(tmp, dest)
-    finally:
-        try:
-            writer.close()
-        except Exception:  # already closed, or failed before opening
-            pass
-        tmp.unlink(missing_ok=True)
-    return dest
-
 
 # ---- store entries: what `edge-infer quantize` does ---------------------------------------
 
@@ -223,7 +95,7 @@ def plan_quantize(spec: str, targets: list[str], *, from_f16: bool = False, allo
                   force: bool = False, store=None) -> QuantizePlan:
     """Check every requested level before anything is written: refusals come all at once."""
     from edge_infer.store.download import check_disk_space
-    from edge_infer.store.quant_types import canonical, model_stem
+    from edge_infer.gguf.quant_types import canonical, model_stem
     from edge_infer.store.store import ModelStore, looks_like_path
 
     store = store or ModelStore()
@@ -297,12 +169,11 @@ class _Identity:
     name: str
 
 
-def run_quantize(plan: QuantizePlan, *, threads: int | None = None,
+def run_quantize(plan: QuantizePlan, *, quantizer: Quantizer, threads: int | None = None,
                  progress: Callable[[str], Progress] | None = None,
                  say: Callable[[str], object] = print, store=None) -> list:
-    """Carry out a plan; each finished level is recorded at once (a later failure keeps it)."""
-    import hashlib
-
+    """Carry out a plan with `quantizer` (edge_infer.engine.quantize_file); each finished
+    level is recorded at once (a later failure keeps it)."""
     from edge_infer.store.store import ModelStore
 
     store = store or ModelStore()
@@ -325,7 +196,7 @@ def run_quantize(plan: QuantizePlan, *, threads: int | None = None,
     src = plan.f16_path or plan.source_path
     for step in plan.steps:
         t0 = time.perf_counter()
-        quantize_file(src, step.dest, step.quant, threads=threads, allow_requantize=step.allow_requantize,
+        quantizer(src, step.dest, step.quant, threads=threads, allow_requantize=step.allow_requantize,
                       progress=progress(step.quant) if progress else None)
         derived = plan.source_label if src == plan.source_path else f"F16 from {plan.source_label}"
         made.append(record(step.dest, step.quant, derived))

@@ -12,7 +12,6 @@ the first (what llama.cpp opens) and lists every part with its size and sha256.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -26,7 +25,7 @@ from typing import Callable
 from edge_infer import paths
 from edge_infer.errors import ModelFileError, ModelNotFoundError
 from edge_infer.store.catalog import Catalog, CatalogModel, load_catalog
-from edge_infer.store.gguf_info import read_model_info
+from edge_infer.gguf.info import read_model_info
 from edge_infer.store.mirror import open_private_temp, provision_from_mirror
 
 log = logging.getLogger(__name__)
@@ -112,12 +111,12 @@ class ModelStore:
         for folder in sorted(self.root.iterdir()):
             if folder.name.startswith(".") or not (folder / MANIFEST).is_file():
                 continue
-            model = self._read_manifest(folder)
+            model = self.read_manifest(folder)
             if model is not None:
                 models.append(model)
         return models
 
-    def _read_manifest(self, folder: Path) -> InstalledModel | None:
+    def read_manifest(self, folder: Path) -> InstalledModel | None:
         try:
             data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
             model = InstalledModel(
@@ -158,7 +157,7 @@ class ModelStore:
 
     def family(self, model: InstalledModel) -> list[InstalledModel]:
         """Every installed quant level of the same model, highest precision first."""
-        from edge_infer.store.quant_types import precision_key
+        from edge_infer.gguf.quant_types import precision_key
 
         same = [m for m in self.installed() if m.family.lower() == model.family.lower()]
         return sorted(same, key=lambda m: precision_key(m.quant), reverse=True)
@@ -186,7 +185,7 @@ class ModelStore:
         folder = self.folder_for(model, entry.quant)
         if not (folder / MANIFEST).is_file():
             return None
-        found = self._read_manifest(folder)
+        found = self.read_manifest(folder)
         if found and found.sha256 == entry.sha256 and found.path.stat().st_size == entry.size:
             return found
         return None
@@ -250,7 +249,7 @@ class ModelStore:
             os.replace(tmp, path.parent / MANIFEST)
         finally:
             Path(tmp).unlink(missing_ok=True)
-        return self._read_manifest(path.parent)
+        return self.read_manifest(path.parent)
 
     def _catalog_entry(self, alias: str, quant: str | None):
         base, _, spec_quant = alias.partition(":")
@@ -299,7 +298,17 @@ class ModelStore:
             f"unknown model {spec!r}{not_file}. Installed: {installed}. "
             f"In the catalog: {', '.join(self.catalog.aliases())}. Or pass a path to a .gguf file.{hub}")
 
-    # -- removing and importing ---------------------------------------------------
+    def locate(self, spec: str | None, progress: Callable[[str], object] = print) -> tuple[Path, str]:
+        """A MODEL argument -> (path, the name it is served and shown as). None is the
+        catalog's default model, provisioned from its mirror if missing."""
+        if spec is None:
+            default = self.catalog.default()
+            return self.ensure(default.alias, progress=progress), default.alias
+        path = self.resolve(spec)
+        # A file given by path is named by its stem (what /v1/models lists); store names stay.
+        return path, (Path(spec).stem if looks_like_path(spec) else spec)
+
+    # -- removing -----------------------------------------------------------------
 
     def remove(self, model: InstalledModel) -> None:
         """Delete an installed model: its manifest first (from then on it is not a model),
@@ -309,48 +318,3 @@ class ModelStore:
             raise ModelNotFoundError(f"{folder} is not a model folder of the store {self.root}")
         (folder / MANIFEST).unlink()
         shutil.rmtree(folder, ignore_errors=True)
-
-    def import_file(self, source: str | os.PathLike, *, name: str | None = None,
-                    quant: str | None = None, move: bool = False,
-                    progress: Callable[[str], object] = print) -> InstalledModel:
-        """Validate a local GGUF (every shard of a split one), copy it into the store with
-        its sha256, and record it. The copy goes to a hidden temp name first."""
-        from edge_infer.store.gguf_info import split_paths
-        from edge_infer.store.quant_types import model_stem, quant_from_filename
-
-        source = Path(source).expanduser()
-        info = read_model_info(source)  # ModelFileError: not GGUF, truncated, missing shard
-        shards = split_paths(source)
-        quant = quant or quant_from_filename(source.name) or info.quantization
-        name = name or model_stem(source.name)
-        folder = self.folder_for_name(name, quant)
-        if (folder / MANIFEST).is_file():
-            existing = self._read_manifest(folder)
-            if existing is not None:
-                raise ModelFileError(f"{existing.label} is already installed ({existing.path}); "
-                                     f"`edge-infer rm {existing.label}` first, or pass --name")
-        folder.mkdir(parents=True, exist_ok=True)
-        parts = []
-        for shard in shards:
-            target = folder / shard.name
-            tmp = folder / f".{shard.name}.{os.getpid()}.part"
-            progress(f"{'moving' if move else 'copying'} {shard} ({shard.stat().st_size / 2**20:.1f} MiB)")
-            try:
-                digest = hashlib.sha256()
-                with open(shard, "rb") as src, open_private_temp(tmp, "wb") as out:
-                    while chunk := src.read(1 << 22):
-                        digest.update(chunk)
-                        out.write(chunk)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(tmp, target)
-            finally:
-                tmp.unlink(missing_ok=True)
-            parts.append((shard.name, target.stat().st_size, digest.hexdigest()))
-        read_model_info(folder / shards[0].name)
-        model = self.record(folder / shards[0].name, name=name, quant=quant, source="import",
-                            sha256=parts[0][2], parts=parts)
-        if move:
-            for shard in shards:
-                shard.unlink(missing_ok=True)
-        return model

@@ -1,6 +1,6 @@
-"""edge-infer's Textual app: four tabs over one in-process engine.
+"""edge-infer's Textual app: four tabs over one in-process model host.
 
-The engine loads in a worker thread; chat replies stream in async workers; the Stats
+Models load in a worker thread; chat replies stream in async workers; the Stats
 tab polls snapshots. Nothing blocking runs on the UI loop.
 """
 
@@ -15,8 +15,8 @@ from textual.command import Hit, Hits, Provider
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
 from edge_infer.config import EngineSettings
+from edge_infer.host import ModelHost
 from edge_infer.tui.conversations import ConversationStore
-from edge_infer.tui.engine_host import EngineHost
 from edge_infer.tui.widgets.chat import ChatPane
 from edge_infer.tui.widgets.models import ModelsPane
 from edge_infer.tui.widgets.server import ServerPane
@@ -60,20 +60,20 @@ class EdgeInferApp(App):
         self.model_spec = model
         self.default_settings = settings or EngineSettings.from_env(parallel=4)
         self.conversations = conversations or ConversationStore()
-        self.host = EngineHost()
+        self.host = ModelHost()
         self._load_on_start = load_model
 
     def compose(self) -> ComposeResult:
         yield Header()
         with TabbedContent(initial="chat", id="tabs"):
             with TabPane("Chat", id="chat"):
-                yield ChatPane(self.conversations, id="chat-pane")
+                yield ChatPane(self.conversations, self.host, id="chat-pane")
             with TabPane("Models", id="models"):
-                yield ModelsPane(id="models-pane")
+                yield ModelsPane(self.host, id="models-pane")
             with TabPane("Server", id="server"):
-                yield ServerPane(id="server-pane")
+                yield ServerPane(self.host, id="server-pane")
             with TabPane("Stats", id="stats"):
-                yield StatsPane(id="stats-pane")
+                yield StatsPane(self.host, id="stats-pane")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -95,13 +95,11 @@ class EdgeInferApp(App):
 
     @work(thread=True, exclusive=True, group="load-model")
     def load_model(self, spec: str | None, settings: EngineSettings, name: str | None = None) -> None:
-        from edge_infer.commands.common import resolve_model
         from edge_infer.errors import EdgeInferError
 
         self.call_from_thread(setattr, self, "sub_title", f"loading {name or spec or 'default model'}…")
         try:
-            path, resolved = resolve_model(spec)
-            self.host.load(path, settings, name=name or resolved)
+            self.host.load(spec, settings, name=name)
         except (EdgeInferError, RuntimeError, OSError) as exc:
             self.call_from_thread(self.notify, str(exc), title="Cannot load model", severity="error", timeout=10)
             self.call_from_thread(setattr, self, "sub_title", self.host.description)
@@ -112,7 +110,7 @@ class EdgeInferApp(App):
         self.sub_title = self.host.description
         self.query_one(ChatPane).update_title()
         self.query_one(ModelsPane).refresh_models()
-        self.notify(f"{self.host.model_name} is ready.")
+        self.notify(f"{self.host.current.name} is ready.")
 
     def on_unmount(self) -> None:
         server = self.query(ServerPane)

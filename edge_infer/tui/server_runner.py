@@ -1,5 +1,6 @@
 """Run the OpenAI-compatible server in a background thread of the app's process, on the
-engine the app already holds, and keep a log of its requests for the Server tab."""
+app's model host (a model loaded in the app is the one served), and keep a log of its
+requests for the Server tab."""
 
 from __future__ import annotations
 
@@ -22,14 +23,16 @@ class LogEntry:
 class RequestLog:
     """ASGI middleware: one LogEntry per HTTP request, with engine stats when it had any."""
 
-    def __init__(self, app, engine, entries: list[LogEntry]):
-        self.app, self.engine, self.entries = app, engine, entries
+    def __init__(self, app, host, entries: list[LogEntry]):
+        self.app, self.host, self.entries = app, host, entries
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         start, wall, status = time.perf_counter(), time.time(), [0]
-        before = {r.id for r in self.engine.recent}
+        loaded = self.host.current
+        engine = loaded.engine if loaded else None
+        before = {r.id for r in engine.recent} if engine else set()
 
         async def send_wrapper(message):
             if message["type"] == "http.response.start":
@@ -41,7 +44,7 @@ class RequestLog:
         finally:
             entry = LogEntry(wall, f"{scope['method']} {scope['path']}", status[0], time.perf_counter() - start)
             # The engine's history tells tokens and TTFT of API requests that finished meanwhile.
-            done = [r for r in list(self.engine.recent) if r.id not in before and r.source == "api"]
+            done = [r for r in list(engine.recent) if r.id not in before and r.source == "api"] if engine else []
             if done:
                 entry.tokens = sum(r.generated_tokens for r in done)
                 entry.ttft_s = done[0].ttft_s
@@ -50,9 +53,9 @@ class RequestLog:
 
 class TuiServer:
     """The server tab's server: binds like `edge-infer serve` (0600 socket, loopback unless
-    keyed) and runs uvicorn in a background thread on the app's engine."""
+    keyed) and runs uvicorn in a background thread on the app's model host."""
 
-    def __init__(self, engine, host: str = "127.0.0.1", port: int = 8080, socket: str | None = None,
+    def __init__(self, models, host: str = "127.0.0.1", port: int = 8080, socket: str | None = None,
                  api_key: str | None = None):
         from edge_infer.server.app import create_app
         from edge_infer.server.launch import BackgroundServer, bind_tcp, bind_unix, check_exposure
@@ -61,7 +64,7 @@ class TuiServer:
             check_exposure(host, api_key)
         self.host, self.port, self.socket, self.api_key = host, port, socket, api_key
         self.log: list[LogEntry] = []
-        app = RequestLog(create_app(engine, api_key=api_key), engine, self.log)
+        app = RequestLog(create_app(models, api_key=api_key), models, self.log)
         sock = bind_unix(socket) if socket else bind_tcp(host, port)
         if not socket:
             self.port = sock.getsockname()[1]

@@ -30,10 +30,13 @@ def short_socket_path(name: str = "ei.sock") -> str:
 
 
 def start_server(engine, **app_kwargs):
+    from edge_infer.host import ModelHost
     from edge_infer.server.app import create_app
     from edge_infer.server.launch import BackgroundServer, bind_tcp, bind_unix
 
-    app = create_app(engine, **app_kwargs)
+    host = ModelHost()
+    host.adopt(engine)
+    app = create_app(host, **app_kwargs)
     tcp = bind_tcp("127.0.0.1", 0)
     path = short_socket_path()
     uds = bind_unix(path)

@@ -78,7 +78,8 @@ def smol_hub(hub, smollm2_path, smol_split):
 @pytest.fixture
 def machine():
     """A machine of a chosen size, no GPU: decisions do not depend on the test host."""
-    from edge_infer.engine.memory import GiB, Machine
+    from edge_infer.plan import Machine
+    from edge_infer.units import GiB
 
     def make(ram_gib: float = 16, gpus=(), offload: bool = False):
         return Machine(ram_total=int(ram_gib * GiB), ram_available=int(ram_gib * GiB), gpus=tuple(gpus),
@@ -90,11 +91,13 @@ def machine():
 @pytest.fixture
 def fixed_machine(monkeypatch, machine):
     """Make detect_machine() answer with a chosen machine (for CLI tests)."""
-    from edge_infer.engine import memory
+    from edge_infer import plan
+    from edge_infer.plan import machine as machines
 
     def use(ram_gib: float = 16, **kw):
         m = machine(ram_gib, **kw)
-        monkeypatch.setattr(memory, "detect_machine", lambda *a, **k: m)
+        for module in (plan, machines):  # callers import it from either
+            monkeypatch.setattr(module, "detect_machine", lambda *a, **k: m)
         return m
 
     return use

@@ -4,8 +4,8 @@ import shutil
 import pytest
 
 from edge_infer.errors import ModelFileError
-from edge_infer.store.gguf_header import read_header
-from edge_infer.store.gguf_info import read_model_info
+from edge_infer.gguf.header import read_header
+from edge_infer.gguf.info import read_model_info
 
 
 def test_smollm2_header(smollm2_path):

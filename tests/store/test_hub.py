@@ -259,7 +259,7 @@ def test_disk_filling_up_while_writing(smol_hub, edge_home, capsys, monkeypatch)
 def test_split_gguf_installs_and_loads(smol_hub, smol_split, smollm2_path, edge_home, capsys):
     from edge_infer.config import EngineSettings
     from edge_infer.engine import Engine, Request, SamplingParams
-    from edge_infer.store.gguf_info import read_model_info
+    from edge_infer.gguf.info import read_model_info
 
     assert cli.main(["pull", f"{SPLIT_REPO}:Q4_1"]) == 0
     store = ModelStore()

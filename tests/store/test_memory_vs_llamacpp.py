@@ -8,8 +8,9 @@ from contextlib import contextmanager
 import llama_cpp
 import pytest
 
-from edge_infer.engine.memory import MiB, estimate_memory
-from edge_infer.store.gguf_info import read_model_info
+from edge_infer.plan import estimate_memory
+from edge_infer.units import MiB
+from edge_infer.gguf.info import read_model_info
 
 
 @contextmanager

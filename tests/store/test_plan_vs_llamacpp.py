@@ -10,8 +10,9 @@ import pytest
 
 from edge_infer.config import EngineSettings
 from edge_infer.engine.load_report import compute_bytes_reported, kv_bytes_reported, model_bytes_reported
-from edge_infer.engine.memory import GiB, Machine, MiB, plan_settings
-from edge_infer.store.gguf_info import read_model_info
+from edge_infer.plan import Machine, plan_settings
+from edge_infer.units import GiB, MiB
+from edge_infer.gguf.info import read_model_info
 
 
 @pytest.mark.parametrize("which", ["smollm2", "gemma3"])

@@ -43,8 +43,8 @@ def test_quantize_refuses_with_an_explanation(smol_installed, capsys):
 
 
 def test_widen_to_f16_keeps_metadata(smollm2_path, tmp_path):
-    from edge_infer.store.gguf_header import read_header
-    from edge_infer.store.quantize import widen_to_f16
+    from edge_infer.gguf.header import read_header
+    from edge_infer.gguf.widen import widen_to_f16
 
     out = widen_to_f16(smollm2_path, tmp_path / "smol.F16.gguf")
     src, dst = read_header(smollm2_path), read_header(out)

@@ -40,7 +40,7 @@ async def test_keys_work_while_a_reply_streams_and_esc_stops_it(make_app):
         chat.current.sampling.update(max_tokens=2000, temperature=0.8, ignore_eos=True)
         await send(pilot, "Write a very long story about the sea.")
         await wait_for(pilot, lambda: chat.stream is not None and
-                       app.host.engine.snapshot().generated_tokens_total > 5)
+                       app.host.get().snapshot().generated_tokens_total > 5)
         # The UI still answers: switch tabs and back while tokens arrive.
         await pilot.press("f4")
         await pilot.pause()
@@ -54,7 +54,7 @@ async def test_keys_work_while_a_reply_streams_and_esc_stops_it(make_app):
         reply = app.query(MessageView).last().message
         assert reply.stats["finish"] == "cancelled"
         assert reply.stats["tokens"] < 2000
-        assert app.host.engine.snapshot().running == 0
+        assert app.host.get().snapshot().running == 0
 
 
 async def test_conversations_persist_and_restore(make_app, tmp_path):

@@ -14,7 +14,7 @@ async def test_twenty_corrupt_ggufs_are_refused_one_line_each(make_app, smollm2_
     app = make_app()
     async with app.run_test() as pilot:
         await wait_for(pilot, lambda: app.host.ready)
-        loaded = app.host.engine
+        loaded = app.host.get()
         for i, path in enumerate(files):
             app.load_model(str(path), EngineSettings(ctx=256, parallel=1, n_threads=2))
             await wait_for(pilot, lambda: sum(n.title == "Cannot load model" for n in app._notifications) > i
@@ -22,5 +22,5 @@ async def test_twenty_corrupt_ggufs_are_refused_one_line_each(make_app, smollm2_
         refusals = [str(n.message) for n in app._notifications if n.title == "Cannot load model"]
         assert len(refusals) == len(files), refusals
         assert all("\n" not in m and "Traceback" not in m for m in refusals), refusals
-        assert app.host.engine is loaded and loaded.alive  # the good model was never replaced
+        assert app.host.get() is loaded and loaded.alive  # the good model was never replaced
         assert app.is_running

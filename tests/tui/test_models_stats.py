@@ -35,7 +35,7 @@ async def test_models_tab_lists_installed_and_loads_with_a_plan(make_app, monkey
         await wait_for(pilot, lambda: shown() != plan)  # ... and changes with them
         app.screen.query_one("#load").press()
         await wait_for(pilot, lambda: app.host.ready)
-        assert app.host.settings.ctx == 2048 and app.host.model_name == "smollm2:Q4_1"
+        assert app.host.current.settings.ctx == 2048 and app.host.current.name == "smollm2:Q4_1"
 
 
 async def test_bad_model_is_a_notification_not_a_crash(make_app, tmp_path):

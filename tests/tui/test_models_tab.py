@@ -2,6 +2,7 @@
 downloads that survive tab switches and app restarts, quantize, delete, the ladder chart."""
 
 import json
+from types import SimpleNamespace
 
 from textual.widgets import Button, DataTable, TabbedContent
 
@@ -186,11 +187,11 @@ async def test_delete_asks_and_refuses_the_loaded_model(make_app, smol_store):
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("f2")
         await pilot.pause()
-        app.host.model_path = smol_store.path
+        app.host.adopt(SimpleNamespace(close=lambda: None), smol_store.path, name=smol_store.label)
         app.query_one("#delete-model", Button).press()
         await wait_for(pilot, lambda: "is loaded" in notes(app))
         assert not isinstance(app.screen, ConfirmScreen)
-        app.host.model_path = None
+        app.host.unload()
         app.query_one("#delete-model", Button).press()
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         app.screen.query_one("#yes", Button).press()

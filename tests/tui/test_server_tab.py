@@ -27,7 +27,7 @@ async def test_server_tab_serves_the_loaded_engine_to_the_openai_client(make_app
         pane = await _start(app, pilot, port="0")
         assert "curl http://127.0.0.1:" in str(app.query_one("#curl-example").render())
         client = openai.OpenAI(base_url=pane.server.address, api_key="unused")
-        reply = await asyncio.to_thread(client.chat.completions.create, model=app.host.engine.name,
+        reply = await asyncio.to_thread(client.chat.completions.create, model=app.host.get().name,
                                         messages=[{"role": "user", "content": "Say hi."}], max_tokens=8)
         assert reply.choices[0].message.content and reply.usage.completion_tokens > 0
         await wait_for(pilot, lambda: app.query_one("#request-log", DataTable).row_count >= 1)

@@ -62,9 +62,7 @@ def fixed_app(tmp_path, edge_home, monkeypatch, smollm2_path):
     def make():
         app = EdgeInferApp(settings=EngineSettings(ctx=1024, parallel=4, n_threads=2), conversations=store,
                            load_model=False)
-        app.host.engine = FixedEngine()
-        app.host.model_name = "smollm2:Q4_1"
-        app.host.settings = app.default_settings
+        app.host.adopt(FixedEngine(), smollm2_path, app.default_settings, name="smollm2:Q4_1")
         return app
     return make
 

@@ -3,7 +3,7 @@
 import json
 
 from edge_infer import cli
-from edge_infer.engine.memory import MiB
+from edge_infer.units import MiB
 
 
 def test_inspect_json(smollm2_path, capsys):

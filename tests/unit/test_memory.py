@@ -3,8 +3,9 @@
 
 import pytest
 
-from edge_infer.engine.memory import MiB, estimate_memory, max_context
-from edge_infer.store.gguf_info import read_model_info
+from edge_infer.plan import estimate_memory, max_context
+from edge_infer.units import MiB
+from edge_infer.gguf.info import read_model_info
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,10 @@ import io
 
 import pytest
 
-from edge_infer.engine.memory import (FITS, NO_FIT, TIGHT, GiB, GpuDevice, Machine, MiB, estimate_memory,
-                                      fit_verdict, parse_nvidia_smi, plan_memory, plan_settings, verdict)
-from edge_infer.store import quant_types as qt
+from edge_infer.plan import (FITS, NO_FIT, TIGHT, GpuDevice, Machine, estimate_memory, fit_verdict,
+                             parse_nvidia_smi, plan_memory, plan_settings, verdict)
+from edge_infer.units import GiB, MiB
+from edge_infer.gguf import quant_types as qt
 from edge_infer.store.hub import HubFile, RepoListing, parse_spec
 
 
@@ -80,7 +81,7 @@ def test_nvidia_smi_parsing():
 
 @pytest.fixture(scope="module")
 def smol(smollm2_path):
-    from edge_infer.store.gguf_info import read_model_info
+    from edge_infer.gguf.info import read_model_info
 
     return read_model_info(smollm2_path)
 
@@ -137,7 +138,7 @@ def test_plan_settings_fills_what_was_left_open(smol):
 
 def test_header_prefix_parsing(tiny_gguf):
     from edge_infer.errors import ModelFileError
-    from edge_infer.store.gguf_header import NeedMoreBytes, parse_header_prefix, read_header
+    from edge_infer.gguf.header import NeedMoreBytes, parse_header_prefix, read_header
 
     data = tiny_gguf.read_bytes()
     whole = read_header(tiny_gguf)

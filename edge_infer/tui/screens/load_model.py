@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from edge_infer.config import EngineSettings
-from edge_infer.engine.memory import MiB
+from edge_infer.units import MiB
 
 FIELDS = [("ctx", "context per sequence"), ("parallel", "parallel slots"),
           ("n_threads", "CPU threads"), ("n_gpu_layers", "GPU layers (-1 = all)")]
@@ -38,7 +38,7 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
 
     def on_mount(self) -> None:
         from edge_infer.errors import EdgeInferError
-        from edge_infer.store.gguf_info import read_model_info
+        from edge_infer.gguf.info import read_model_info
 
         try:
             self.info = read_model_info(self.path)
@@ -61,7 +61,7 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
 
     @on(Input.Changed)
     def update_plan(self) -> None:
-        from edge_infer.engine.memory import NO_FIT, engine_estimate_kwargs, estimate_memory, verdict
+        from edge_infer.plan import NO_FIT, engine_estimate_kwargs, estimate_memory, verdict
 
         s = self.chosen()
         plan = self.query_one("#plan", Static)

@@ -21,7 +21,7 @@ class QuantizeScreen(ModalScreen[dict | None]):
         self.label, self.source_quant = label, source_quant
 
     def compose(self) -> ComposeResult:
-        from edge_infer.store.quant_types import bits_per_weight, canonical
+        from edge_infer.gguf.quant_types import bits_per_weight, canonical
 
         src = canonical(self.source_quant)
         with Vertical(classes="dialog"):

@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, ListItem, ListView, Markdown, Static
 
+from edge_infer.host import ModelHost
 from edge_infer.tui.conversations import Conversation, ConversationStore, Message
 from edge_infer.tui.screens.dialogs import ConfirmScreen, ConversationSettingsScreen, TextPromptScreen
 
@@ -65,9 +66,10 @@ class ChatPane(Widget):
         Binding("ctrl+s", "settings", "Settings"),
     ]
 
-    def __init__(self, store: ConversationStore, **kw):
+    def __init__(self, store: ConversationStore, host: ModelHost, **kw):
         super().__init__(**kw)
         self.store = store
+        self.host = host
         self.conversations: list[Conversation] = store.list() or [Conversation()]
         self.current = self.conversations[0]
         self.stream = None  # the engine stream of the reply being generated
@@ -111,7 +113,7 @@ class ChatPane(Widget):
         self.update_title()
 
     def update_title(self) -> None:
-        host = self.app.host
+        host = self.host
         self.query_one("#chat-title", Static).update(f"[b]{self.current.title}[/b]  ·  {host.description}")
 
     # ---- sending and streaming ---------------------------------------------------------
@@ -123,7 +125,7 @@ class ChatPane(Widget):
         if self.stream is not None:
             self.notify("A reply is still streaming: Esc stops it.", severity="warning")
             return
-        if not self.app.host.ready:
+        if not self.host.ready:
             self.notify("No model loaded yet: pick one on the Models tab.", severity="warning")
             return
         event.input.value = ""
@@ -150,7 +152,7 @@ class ChatPane(Widget):
         params = {k: v for k, v in conv.sampling.items() if v is not None}
         try:
             request = Request(messages=conv.chat_messages(), sampling=SamplingParams(**params), source="chat")
-            self.stream = self.app.host.engine.submit(request)
+            self.stream = self.host.get().submit(request)
         except (EdgeInferError, ValueError, TypeError) as exc:
             # Nothing is lost: the message goes back into the composer.
             failed = self._drop_last()
@@ -233,7 +235,7 @@ class ChatPane(Widget):
 
     def action_regenerate(self) -> None:
         msgs = self.current.messages
-        if self.stream is not None or not msgs or not self.app.host.ready:
+        if self.stream is not None or not msgs or not self.host.ready:
             return
         if msgs[-1].role == "assistant":
             self._drop_last()

@@ -20,7 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Label, ProgressBar, Static
 from textual.worker import get_current_worker
 
-from edge_infer.store.download import human
+from edge_infer.units import human_bytes
 
 
 class _Cancelled(Exception):
@@ -83,7 +83,7 @@ class DownloadRow(Vertical):
         self.query_one(".download-discard", Button).display = paused
 
     def _bytes(self) -> str:
-        return f"{human(self.have)} / {human(self.total)}"
+        return f"{human_bytes(self.have)} / {human_bytes(self.total)}"
 
     def show(self, text: str) -> None:
         self.query_one(".download-status", Static).update(text)
@@ -104,7 +104,7 @@ class DownloadRow(Vertical):
         (t0, b0), (t1, b1) = self.samples[0], self.samples[-1]
         speed = (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
         eta = _duration((total - have) / speed) if speed > 0 else "?"
-        self.show(f"{part}: {self._bytes()}  {human(speed)}/s  ETA {eta}")
+        self.show(f"{part}: {self._bytes()}  {human_bytes(speed)}/s  ETA {eta}")
 
     def stopped(self, text: str, resumable: bool) -> None:
         self.state = "paused" if resumable else "done"
@@ -136,7 +136,7 @@ class DownloadsPanel(Widget):
     def _partials():
         """(partial download, its quant level) for every download the store holds unfinished."""
         from edge_infer.store.download import list_partials
-        from edge_infer.store.quant_types import quant_from_filename
+        from edge_infer.gguf.quant_types import quant_from_filename
         from edge_infer.store.store import ModelStore
 
         return [(p, quant_from_filename(p.path)) for p in list_partials(ModelStore().root)]
@@ -235,7 +235,7 @@ class DownloadsPanel(Widget):
             result = Puller(progress=progress, say=lambda m: None).pull(row.spec)
         except _Cancelled:
             if row.stop_requested:  # Stop pressed; when the app quits there is no UI to tell
-                call(row.stopped, f"stopped: {human(row.have)} kept; Resume continues", True)
+                call(row.stopped, f"stopped: {human_bytes(row.have)} kept; Resume continues", True)
             return
         except Exception as exc:  # network, disk, checksum: say so, keep the partial
             if not worker.is_cancelled:
@@ -244,7 +244,7 @@ class DownloadsPanel(Widget):
                      severity="error", timeout=10)
             return
         label = result.model.label
-        text = f"{label} was already installed" if result.already else f"installed {label} ({human(result.model.size)})"
+        text = f"{label} was already installed" if result.already else f"installed {label} ({human_bytes(result.model.size)})"
         # Tell the Models pane first, so the installed table lists the model by the time the
         # row says done (both messages are handled in order on the UI thread).
         call(self.post_message, self.Finished(label))

@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Static
 
-from edge_infer.store.download import human
+from edge_infer.units import human_bytes
 
 
 class HubBrowser(Widget):
@@ -96,7 +96,7 @@ class HubBrowser(Widget):
 
     @work(thread=True, exclusive=True, group="hub-quants")
     def list_levels(self, repo: str) -> None:
-        from edge_infer.engine.memory import detect_machine, engine_estimate_kwargs
+        from edge_infer.plan import detect_machine, engine_estimate_kwargs
         from edge_infer.store.hub import HubClient
         from edge_infer.store.pull import level_fits
 
@@ -122,7 +122,7 @@ class HubBrowser(Widget):
             g = lf.group
             bpw = g.size * 8 / max(1, lf.info.parameter_count)
             more = f" (+{len(g.files) - 1} parts)" if g.split else ""
-            table.add_row(g.quant, human(g.size), f"{bpw:.2f}", human(lf.fit.ram_need), lf.fit.best,
+            table.add_row(g.quant, human_bytes(g.size), f"{bpw:.2f}", human_bytes(lf.fit.ram_need), lf.fit.best,
                           g.first.name + more, key=str(i))
         status = self.query_one("#hub-status", Static)
         if not fits:

@@ -1,6 +1,6 @@
 """Installed models: the store's table with fit verdicts; load, quantize and delete one.
 
-Verdicts come from engine.memory.fit_verdict at the app's context x slots against this
+Verdicts come from plan.fit_verdict at the app's context x slots against this
 machine (RAM read on every refresh, GPUs probed once off the UI thread). Deleting goes
 through ModelStore.remove, after a confirmation, never for the loaded model.
 """
@@ -15,10 +15,11 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Static
 
-from edge_infer.store.download import human
+from edge_infer.host import ModelHost
 from edge_infer.tui.screens.dialogs import ConfirmScreen
 from edge_infer.tui.screens.load_model import LoadModelScreen
 from edge_infer.tui.screens.quantize import QuantizeScreen
+from edge_infer.units import human_bytes
 
 
 class InstalledModels(Widget):
@@ -37,8 +38,9 @@ class InstalledModels(Widget):
             self.model, self.targets = model, targets
             self.from_f16, self.allow_requantize = from_f16, allow_requantize
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, host: ModelHost, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.host = host
         self.models: list = []
         self._gpus: tuple = ()
 
@@ -59,7 +61,7 @@ class InstalledModels(Widget):
 
     @work(thread=True, group="probe-gpus")
     def _probe_gpus(self) -> None:
-        from edge_infer.engine.memory import query_nvidia_gpus
+        from edge_infer.plan import query_nvidia_gpus
 
         gpus = query_nvidia_gpus()
         if gpus:
@@ -70,14 +72,14 @@ class InstalledModels(Widget):
         self.refresh_models()
 
     def machine(self):
-        from edge_infer.engine.memory import detect_machine
+        from edge_infer.plan import detect_machine
 
         return detect_machine(gpu_query=lambda: self._gpus)
 
     def verdict(self, model, machine) -> str:
-        from edge_infer.engine.memory import engine_estimate_kwargs, fit_verdict
+        from edge_infer.plan import engine_estimate_kwargs, fit_verdict
         from edge_infer.errors import EdgeInferError
-        from edge_infer.store.gguf_info import read_model_info
+        from edge_infer.gguf.info import read_model_info
 
         settings = self.app.default_settings
         try:
@@ -95,9 +97,9 @@ class InstalledModels(Widget):
         self.models = ModelStore().installed()
         machine = self.machine()
         table.clear()
-        loaded = self.app.host.model_path
+        loaded = self.host.current.path if self.host.current else None
         for m in self.models:
-            table.add_row(m.label, m.quant, human(m.size), m.source, self.verdict(m, machine),
+            table.add_row(m.label, m.quant, human_bytes(m.size), m.source, self.verdict(m, machine),
                           "● loaded" if loaded and m.path == loaded else "", key=str(m.path))
         if self.models:
             table.move_cursor(row=min(keep or 0, len(self.models) - 1))
@@ -128,7 +130,7 @@ class InstalledModels(Widget):
         model = self.selected()
         if model is None:
             return
-        settings = self.app.host.settings or self.app.default_settings
+        settings = self.host.current.settings if self.host.current else self.app.default_settings
 
         def chosen(new_settings) -> None:
             if new_settings is not None:
@@ -153,7 +155,7 @@ class InstalledModels(Widget):
         model = self.selected()
         if model is None:
             return
-        if self.app.host.model_path == model.path:
+        if self.host.current and self.host.current.path == model.path:
             self.notify(f"{model.label} is loaded: load another model first.", severity="warning")
             return
 
@@ -161,7 +163,7 @@ class InstalledModels(Widget):
             if yes:
                 self.delete(model)
 
-        self.app.push_screen(ConfirmScreen(f"Delete {model.label} ({human(model.size)}) from disk?"), done)
+        self.app.push_screen(ConfirmScreen(f"Delete {model.label} ({human_bytes(model.size)}) from disk?"), done)
 
     @work(thread=True, group="delete-model")
     def delete(self, model) -> None:
@@ -174,4 +176,4 @@ class InstalledModels(Widget):
             self.app.call_from_thread(self.notify, str(exc), title="Cannot delete", severity="error")
             return
         self.app.call_from_thread(self.refresh_models)
-        self.app.call_from_thread(self.notify, f"Deleted {model.label} ({human(model.size)} freed).")
+        self.app.call_from_thread(self.notify, f"Deleted {model.label} ({human_bytes(model.size)} freed).")

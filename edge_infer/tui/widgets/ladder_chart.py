@@ -12,10 +12,10 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from edge_infer.store.download import human
+from edge_infer.units import human_bytes
 
 BAR = 18
-METRICS = [("size", "file_size", "blue", human), ("decode tok/s", "decode_tok_s", "green", lambda v: f"{v:.1f}"),
+METRICS = [("size", "file_size", "blue", human_bytes), ("decode tok/s", "decode_tok_s", "green", lambda v: f"{v:.1f}"),
            ("perplexity", "perplexity", "yellow", lambda v: f"{v:.2f}")]
 
 
@@ -75,7 +75,7 @@ class LadderChart(Widget):
                      f"threads, {data.get('created_at', '')[:16]}")
         for r in rows:
             ref = r.get("reference")
-            table.add_row(r["quant"], human(r["file_size"]), f"{r['bits_per_weight']:.2f}",
+            table.add_row(r["quant"], human_bytes(r["file_size"]), f"{r['bits_per_weight']:.2f}",
                           f"{r['prefill_tok_s']:.0f}", f"{r['decode_tok_s']:.1f}", f"{r['perplexity']:.3f}",
                           "ref" if ref else f"{r.get('kl_mean') or 0:.4f}",
                           "" if ref else f"{100 * (r.get('top1_agree') or 0):.1f}%")

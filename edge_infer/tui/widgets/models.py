@@ -13,6 +13,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Label, ProgressBar, TabbedContent, TabPane
 
+from edge_infer.host import ModelHost
 from edge_infer.tui.widgets.downloads import DownloadsPanel, Throttle
 from edge_infer.tui.widgets.hub_browser import HubBrowser
 from edge_infer.tui.widgets.installed import InstalledModels
@@ -20,10 +21,14 @@ from edge_infer.tui.widgets.ladder_chart import LadderChart
 
 
 class ModelsPane(Widget):
+    def __init__(self, host: ModelHost, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.host = host
+
     def compose(self) -> ComposeResult:
         with TabbedContent(initial="m-installed", id="models-tabs"):
             with TabPane("Installed", id="m-installed"):
-                yield InstalledModels(id="installed-models")
+                yield InstalledModels(self.host, id="installed-models")
             with TabPane("Hub", id="m-hub"):
                 yield HubBrowser(id="hub-browser")
             with TabPane("Ladder", id="m-ladder"):
@@ -73,6 +78,7 @@ class ModelsPane(Widget):
 
     @work(thread=True, group="quantize")
     def quantize(self, model, targets: list[str], from_f16: bool, allow_requantize: bool) -> None:
+        from edge_infer.engine import quantize_file
         from edge_infer.store.quantize import plan_quantize, run_quantize
 
         call = self.app.call_from_thread
@@ -89,7 +95,7 @@ class ModelsPane(Widget):
             plan = plan_quantize(model.label, targets, from_f16=from_f16, allow_requantize=allow_requantize)
             for note in plan.notes:
                 call(self.notify, note, title="Quantize", timeout=8)
-            made = run_quantize(plan, progress=progress, say=lambda m: None)
+            made = run_quantize(plan, quantizer=quantize_file, progress=progress, say=lambda m: None)
         except Exception as exc:  # refusals (QuantizeError), llama.cpp failures, disk full
             call(self._quantize_done, str(exc) or type(exc).__name__, "error")
             return

@@ -1,5 +1,5 @@
-"""Server: start/stop the OpenAI-compatible API on the engine already loaded, over TCP
-or a Unix socket, and watch its requests."""
+"""Server: start/stop the OpenAI-compatible API on the app's model host (the model
+loaded in the app is the one served), over TCP or a Unix socket, and watch its requests."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ from textual.containers import Grid, Horizontal
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Label, RadioButton, RadioSet, Static
 
+from edge_infer.host import ModelHost
+
 
 class ServerPane(Widget):
-    def __init__(self, **kw):
+    def __init__(self, host: ModelHost, **kw):
         super().__init__(**kw)
+        self.host = host
         self.server = None
         self._seen = 0
 
@@ -49,7 +52,7 @@ class ServerPane(Widget):
 
     @on(Button.Pressed, "#start-server")
     def start_clicked(self) -> None:
-        if not self.app.host.ready:
+        if not self.host.ready:
             self.notify("Load a model first (Models tab).", severity="warning")
             return
         use_socket = self.query_one("#use-socket", RadioButton).value
@@ -68,7 +71,7 @@ class ServerPane(Widget):
         from edge_infer.tui.server_runner import TuiServer
 
         try:
-            server = TuiServer(self.app.host.engine, host=host, port=port, socket=socket, api_key=api_key)
+            server = TuiServer(self.host, host=host, port=port, socket=socket, api_key=api_key)
             server.start()
         except (EdgeInferError, OSError, RuntimeError, ValueError) as exc:
             self.app.call_from_thread(self.notify, str(exc), title="Server did not start", severity="error",

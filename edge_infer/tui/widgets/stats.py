@@ -13,14 +13,16 @@ from textual.containers import Grid, Vertical
 from textual.widget import Widget
 from textual.widgets import DataTable, Label, ProgressBar, Sparkline, Static
 
-from edge_infer.engine.memory import MiB
+from edge_infer.host import ModelHost
+from edge_infer.units import MiB
 
 HISTORY = 240  # samples at 2 Hz: the last two minutes
 
 
 class StatsPane(Widget):
-    def __init__(self, **kw):
+    def __init__(self, host: ModelHost, **kw):
         super().__init__(**kw)
+        self.host = host
         self.decode_history: deque[float] = deque([0.0] * HISTORY, maxlen=HISTORY)
         self.prefill_history: deque[float] = deque([0.0] * HISTORY, maxlen=HISTORY)
         self.total_ram = psutil.virtual_memory().total
@@ -52,7 +54,8 @@ class StatsPane(Widget):
         self.poller = self.set_interval(0.5, self.refresh_stats)
 
     def refresh_stats(self) -> None:
-        engine = self.app.host.engine
+        loaded = self.host.current
+        engine = loaded.engine if loaded else None
         if engine is None:
             self.query_one("#stats-model", Static).update("No model loaded.")
             return
@@ -61,7 +64,7 @@ class StatsPane(Widget):
         self.prefill_history.append(snap.prefill_tok_s)
         backend = getattr(engine, "backend", None)
         self.query_one("#stats-model", Static).update(
-            f"[b]{self.app.host.description}[/b]" + (f"\n{backend.summary()}" if backend else ""))
+            f"[b]{self.host.description}[/b]" + (f"\n{backend.summary()}" if backend else ""))
         self._bar("rss", snap.rss_bytes, self.total_ram, f"{snap.rss_bytes / MiB:.0f} MiB of {self.total_ram / MiB:.0f} MiB RAM")
         self._bar("weights", snap.weights_bytes, max(snap.rss_bytes, 1), f"{snap.weights_bytes / MiB:.0f} MiB")
         self._bar("kv", snap.kv_cells_used, snap.kv_cells_total,

@@ -1,7 +1,7 @@
 """GGUF header -> ModelInfo: what a model is and how big its parts are.
 
 Everything the memory planner and `inspect` need comes from here, read from the
-header alone (milliseconds), and only after gguf_header proved the file whole.
+header alone (milliseconds), and only after gguf.header proved the file whole.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from gguf.constants import LlamaFileType
 
 from edge_infer.errors import ModelFileError
-from edge_infer.store.gguf_header import GGUFHeader, SkippedArray, read_header
+from edge_infer.gguf.header import GGUFHeader, SkippedArray, read_header
 
 # Layers per sliding-window period when the file has no
 # `<arch>.attention.sliding_window_pattern`: llama.cpp's defaults per architecture
@@ -180,7 +180,7 @@ def info_from_header(path: str | os.PathLike, header: GGUFHeader) -> ModelInfo:
 
 def split_paths(path: str | os.PathLike) -> list[Path]:
     """Every shard of a split GGUF given its first ("x-00001-of-00003.gguf"), else [path]."""
-    from edge_infer.store.quant_types import split_info
+    from edge_infer.gguf.quant_types import split_info
 
     path = Path(path)
     info = split_info(path.name)

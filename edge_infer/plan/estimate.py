@@ -1,0 +1,154 @@
+"""What llama.cpp will allocate for a model, from its GGUF header, before it allocates anything.
+
+Mirrors llama.cpp's own sizing (src/llama-context.cpp, llama-kv-cache-iswa.cpp)
+so the numbers match what it reports after loading ("KV buffer size", "compute
+buffer size"; engine/load_report.py reads those back for checking).
+
+`ctx` is per sequence, as in EngineSettings: llama.cpp gets n_ctx = ctx * parallel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from edge_infer.gguf.info import ModelInfo
+
+KV_PAD = 256      # llama.cpp pads n_ctx, n_ctx_seq and the SWA cache to 256 cells
+MIN_CTX_STEP = 256
+
+
+def _pad(n: int, to: int = KV_PAD) -> int:
+    return -(-n // to) * to
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    weights_bytes: int
+    kv_bytes: int
+    compute_bytes: int
+    output_bytes: int          # host buffer for logits handed back to the caller
+    total_bytes: int
+    kv_bytes_per_token: int    # one more token of context, one sequence (full-attention layers)
+    n_ctx: int                 # KV cells llama.cpp will allocate for full-attention layers (all sequences)
+    n_ctx_seq: int             # tokens one sequence can hold after llama.cpp's padding
+    swa_cells: int             # cells per sliding-window layer (all sequences); 0 without SWA
+    gpu_layers: int            # repeating layers placed on the GPU
+    output_on_gpu: bool
+    gpu_bytes: int
+    cpu_bytes: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _context_cells(ctx: int, parallel: int, kv_unified: bool) -> tuple[int, int, int]:
+    """(n_ctx, n_ctx_seq, streams) as llama_context pads them: n_ctx to 256, then
+    per sequence to 256 again unless one unified buffer serves all sequences."""
+    n_ctx = _pad(ctx * parallel)
+    if kv_unified:
+        return n_ctx, n_ctx, 1
+    n_ctx_seq = _pad(n_ctx // parallel)
+    return n_ctx_seq * parallel, n_ctx_seq, parallel
+
+
+def _swa_cells_per_stream(info: ModelInfo, n_ctx_seq: int, parallel: int, n_ubatch: int,
+                          swa_full: bool, kv_unified: bool) -> int:
+    """iSWA cache: the window of each sequence sharing the stream, plus room for one
+    ubatch, never more than the full cache, padded to 256 (llama-kv-cache-iswa.cpp)."""
+    if swa_full:
+        return n_ctx_seq
+    window = info.sliding_window * (parallel if kv_unified else 1)
+    return _pad(min(n_ctx_seq, window + n_ubatch))
+
+
+def _layer_kv_width(info: ModelInfo, il: int) -> int:
+    return info.layer_head_count_kv[il] * (info.key_length + info.value_length)
+
+
+def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int = 0,
+                    kv_type_bytes: float = 2.0, swa_full: bool = False, n_batch: int = 512,
+                    *, n_ubatch: int | None = None, kv_unified: bool = False,
+                    flash_attn: bool = False) -> MemoryEstimate:
+    """Bytes llama.cpp will need for `parallel` sequences of `ctx` tokens each.
+
+    n_ubatch defaults to n_batch (the engine decodes whole batches). n_gpu_layers
+    counts like llama.cpp: the last N of the n_layer + 1 slots (the output layer is
+    the extra slot) go to the GPU; negative = all. KV lives with its layer.
+    """
+    if ctx <= 0 or parallel <= 0:
+        raise ValueError("ctx and parallel must be positive")
+    n_layer = info.block_count
+    n_ctx, n_ctx_seq, streams = _context_cells(ctx, parallel, kv_unified)
+    n_batch = min(n_batch, n_ctx)
+    n_ubatch = min(n_ubatch or n_batch, n_batch)
+    full_cells = n_ctx_seq * streams
+    swa_cells = 0
+    if any(info.swa_layers):
+        swa_cells = streams * _swa_cells_per_stream(
+            info, n_ctx_seq, parallel, n_ubatch, swa_full, kv_unified)
+
+    slots = n_layer + 1 if n_gpu_layers < 0 else min(n_gpu_layers, n_layer + 1)
+    first_gpu = n_layer + 1 - slots
+    output_on_gpu = slots > 0
+
+    kv_layers = []
+    for il in range(n_layer):
+        cells = swa_cells if info.swa_layers[il] else full_cells
+        kv_layers.append(int(cells * _layer_kv_width(info, il) * kv_type_bytes))
+    kv_bytes = sum(kv_layers)
+    kv_per_token = int(sum(_layer_kv_width(info, il) * kv_type_bytes
+                           for il in range(n_layer) if swa_full or not info.swa_layers[il]))
+
+    # Compute buffer (ggml graph scratch), worst case for one ubatch:
+    #   logits       n_ubatch * n_vocab * 4        (the reserve assumes every token is an output)
+    #   activations  n_ubatch * (3 n_embd + 2 n_ff) * 4   (residual, norm, attn out; ffn gate + up)
+    #   attention    n_ubatch * n_head * kv_span * 4 without flash attention (the KQ matrix);
+    #                llama.cpp reserves it for 256 cells and grows it as the context fills,
+    #                so this is above the size it reports at load but is what it reaches.
+    # Measured: SmolLM2 at n_ubatch 512 reports 98-103 MiB (logits alone 96), Gemma 3 514.5 (512).
+    kv_span = n_ctx if kv_unified else n_ctx_seq
+    compute = n_ubatch * info.vocab_size * 4
+    compute += n_ubatch * (3 * info.embedding_length + 2 * info.feed_forward_length) * 4
+    if not flash_attn:
+        compute += n_ubatch * info.head_count * kv_span * 4
+    output = parallel * info.vocab_size * 4
+
+    gpu_layer_weights = sum(info.layer_weight_bytes[first_gpu:])
+    gpu_kv = sum(kv_layers[first_gpu:])
+    # Tied embeddings: a GPU output layer gets its own copy of token_embd (the input
+    # layer always stays on the CPU), so those bytes count twice.
+    duplicated = info.input_weight_bytes if output_on_gpu and info.tied_embeddings else 0
+    gpu = gpu_layer_weights + gpu_kv
+    if output_on_gpu:
+        gpu += info.output_weight_bytes + duplicated + compute
+    weights = info.weights_bytes + duplicated
+    total = weights + kv_bytes + compute + output
+    cpu = total - gpu
+    return MemoryEstimate(
+        weights_bytes=weights, kv_bytes=kv_bytes, compute_bytes=compute, output_bytes=output,
+        total_bytes=total, kv_bytes_per_token=kv_per_token, n_ctx=n_ctx, n_ctx_seq=n_ctx_seq,
+        swa_cells=swa_cells, gpu_layers=n_layer - min(first_gpu, n_layer), output_on_gpu=output_on_gpu,
+        gpu_bytes=gpu, cpu_bytes=cpu,
+    )
+
+
+def largest_where(lo: int, hi: int, ok) -> int:
+    """The largest x in [lo, hi] with ok(x), for ok true up to some point and false after
+    it (memory grows with context, slots and GPU layers): a binary search. 0 if none."""
+    best = 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def max_context(info: ModelInfo, budget_bytes: int, parallel: int = 1, **kwargs) -> int:
+    """Largest per-sequence context (a multiple of 256, at most the trained context)
+    whose estimate fits in budget_bytes; 0 when not even 256 tokens fit."""
+    def fits(steps: int) -> bool:
+        return estimate_memory(info, steps * MIN_CTX_STEP, parallel, **kwargs).total_bytes <= budget_bytes
+
+    return largest_where(1, max(1, info.context_length // MIN_CTX_STEP), fits) * MIN_CTX_STEP

@@ -1,0 +1,50 @@
+"""Sizes, durations and rates for people: the one place they are formatted.
+
+Binary units throughout (KiB, MiB, GiB), as llama.cpp and the memory plan count them.
+"""
+
+from __future__ import annotations
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+_SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'; whole bytes below 1 KiB."""
+    for unit in _SIZE_UNITS:
+        if abs(n) < 1024 or unit == _SIZE_UNITS[-1]:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_rate(bytes_per_s: float) -> str:
+    """Transfer speed: '12.3 MiB/s'."""
+    return f"{human_bytes(bytes_per_s)}/s"
+
+
+def human_duration(seconds: float | None) -> str:
+    """An ETA or elapsed time: '42s', '3m07s', '1h05m'; '?' when unknown."""
+    if seconds is None:
+        return "?"
+    seconds = int(max(0, seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+def human_count(n: int) -> str:
+    """Parameter counts: 134515008 -> '134.5M' (decimal, as model cards write them)."""
+    for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return f"{n / div:.1f}{suffix}"
+    return str(n)
+
+
+def eta(remaining: float, per_second: float) -> float | None:
+    """Seconds until `remaining` is done at `per_second`; None while the rate is unknown."""
+    return remaining / per_second if per_second > 0 else None

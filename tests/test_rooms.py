@@ -1,0 +1,132 @@
+"""The rooms hold: imports point one way (down the list in README's architecture section),
+engine and store never import each other, the server and the TUI use the engine's public
+API only, no import cycles, no module over 350 lines, one home for unit formatting."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "edge_infer"
+
+# Lower rank = lower room. A module may import its own room and rooms of a lower rank;
+# rooms of equal rank (engine, store) may not import each other.
+RANK = {
+    "edge_infer": 0, "errors": 0, "units": 0, "paths": 0, "config": 0,
+    "gguf": 1,
+    "plan": 2,
+    "engine": 3, "store": 3,
+    "host": 4,
+    "bench": 5,
+    "server": 6,
+    "tui": 7,
+    "commands": 8,
+}
+# Rooms above the engine reach it through its package (edge_infer/engine/__init__.py) only.
+ENGINE_PUBLIC_ONLY = {"server", "tui"}
+MAX_LINES = 350
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every edge_infer module this file imports, at module level or inside a function."""
+    mod = module_name(path)
+    package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("edge_infer"):
+                # `from edge_infer.x import y` imports submodule y, or a name from x itself
+                subs = {f"{target}.{a.name}" for a in node.names}
+                subs = {m for m in subs if (PACKAGE.parent / Path(*m.split("."))).with_suffix(".py").exists()}
+                found |= subs
+                if len(subs) < len(node.names):
+                    found.add(target)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("edge_infer")}
+    return found - {mod}
+
+
+def room(mod: str) -> str:
+    parts = mod.split(".")
+    name = parts[1] if len(parts) > 1 else parts[0]
+    return "commands" if name in ("cli", "__main__") else name  # one wiring room
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+GRAPH = {mod: imports_of(path) for mod, path in MODULES.items()}
+
+
+def test_every_room_has_a_rank():
+    assert {room(m) for m in MODULES} <= set(RANK), {room(m) for m in MODULES} - set(RANK)
+
+
+def test_imports_point_down():
+    wrong = []
+    for mod, deps in GRAPH.items():
+        here = room(mod)
+        for dep in deps:
+            there = room(dep)
+            if there == here:
+                continue
+            if RANK[there] >= RANK[here] and RANK[there] != 0:
+                wrong.append(f"{mod} -> {dep}")
+    assert not wrong, "imports from a lower room to a higher (or a peer):\n" + "\n".join(sorted(wrong))
+
+
+def test_server_and_tui_use_the_engines_public_api():
+    wrong = [f"{mod} -> {dep}" for mod, deps in GRAPH.items() if room(mod) in ENGINE_PUBLIC_ONLY
+             for dep in deps if dep.startswith("edge_infer.engine.")]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_import_cycles():
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(mod: str, stack: list[str]) -> None:
+        state[mod] = 1
+        stack.append(mod)
+        for dep in sorted(GRAPH.get(mod, ())):
+            if dep not in GRAPH:
+                continue
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join(stack[stack.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep, stack)
+        stack.pop()
+        state[mod] = 2
+
+    for mod in GRAPH:
+        if mod not in state:
+            visit(mod, [])
+    assert not cycles, "\n".join(cycles)
+
+
+@pytest.mark.parametrize("mod", sorted(MODULES))
+def test_modules_stay_small(mod):
+    lines = len(MODULES[mod].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{mod} has {lines} lines (at most {MAX_LINES}): split it by job"
+
+
+def test_units_are_formatted_in_one_place():
+    formatter = re.compile(r"^\s*def (human\w*|format_bytes|format_count|_duration|_rate|_eta)\(", re.M)
+    elsewhere = [str(p.relative_to(PACKAGE)) for p in MODULES.values()
+                 if p.name != "units.py" and formatter.search(p.read_text())]
+    assert not elsewhere, f"unit formatters outside edge_infer/units.py: {elsewhere}"
+    byte_ladder = re.compile(r"\(\s*\"B\",\s*\"KiB\"")
+    assert [p.name for p in MODULES.values() if byte_ladder.search(p.read_text())] == ["units.py"]

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from edge_infer.engine.grammar_parse import EPS, TERM, GbnfParser, GrammarError, TokenRef
+from edge_infer.engine.grammar_parse import EPS, TERM, GbnfParser, TokenRef
+from edge_infer.engine.grammar_scan import GrammarError
 
 __all__ = ["GrammarError", "TokenRef", "validate_gbnf"]
 
@@ -46,6 +47,7 @@ def validate_gbnf(text: str, root: str = "root", max_chars: int = 64 * 1024, max
     used = _check_references(g, root, allow_unused)
     nullable = _closure(g.alts, {TERM: False, EPS: True})
     _check_left_recursion(g, nullable)
+    _check_empty_repeats(g, nullable)
     productive = _closure(g.alts, {TERM: True, EPS: True})
     stuck = [name for name, rid in g.ids.items() if rid in used and not productive[rid]]
     if stuck:  # sampling would reach a point where no token is allowed
@@ -105,6 +107,17 @@ def _closure(alts: list[list[list[int]]], terminal_ok: dict[int, bool]) -> list[
             if need[slot] == 0:
                 ready.append(alt_rule[slot])
     return holds
+
+
+def _check_empty_repeats(g: GbnfParser, nullable: list[bool]) -> None:
+    """A repetition whose item can match nothing ("a"? repeated, or a rule with an empty
+    alternative): llama.cpp keeps one parse stack per way to split the text among the
+    copies, so ("a"?){0,1000} ran past 60 s on the first token, holding every request."""
+    for sym, where in g.repeats:
+        if sym == EPS or (sym >= 0 and nullable[sym]):
+            raise GrammarError(f"the repeated item can match the empty string, which makes llama.cpp's "
+                               f"grammar search explode; make it match at least one character (write "
+                               f"x{{0,n}} instead of (x?){{n}}) at {where}")
 
 
 def _check_left_recursion(g: GbnfParser, nullable: list[bool]) -> None:

@@ -4,28 +4,20 @@ Follows llama-grammar.cpp's syntax (parse_rule / parse_alternates / parse_sequen
 parse_char / parse_space / parse_token) and refuses, with where and why, what that parser
 takes but then chokes on: inverted repetition bounds (unsigned, so it makes rules without
 end), character classes matching nothing, code points beyond Unicode. Pure Python, no
-llama_cpp import, so it can be tested alone. grammar_check runs the whole-grammar checks.
+llama_cpp import, so it can be tested alone. grammar_scan reads the characters, names and
+numbers; grammar_check runs the whole-grammar checks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edge_infer.engine.grammar_scan import DIGITS, WORD_CHARS, GbnfScanner, class_matches_something, show_code_point
 
-class GrammarError(ValueError):
-    """A grammar llama.cpp must not be given; the message says why, in one line."""
-
-
-MAX_CODE_POINT = 0x10FFFF
 # Nesting llama.cpp can parse without overflowing a thread's stack (30,000 levels crashed the
 # server); converters write up to 1000 (json_schema_to_gbnf for maxLength 1000).
 MAX_DEPTH = 1024
 TERM, EPS = -1, -2  # symbols: a terminal that consumes input, an empty literal ""
-_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
-_DIGITS = frozenset("0123456789")
-_HEX = frozenset("0123456789abcdefABCDEF")
-_HEX_SIZE = {"x": 2, "u": 4, "U": 8}
-_SIMPLE_ESCAPES = {"t": "\t", "r": "\r", "n": "\n", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-"}
 
 
 @dataclass(frozen=True)
@@ -37,7 +29,7 @@ class TokenRef:
     where: str
 
 
-class GbnfParser:
+class GbnfParser(GbnfScanner):
     """Text -> flat rules: alts[id] is a list of sequences of symbols (rule ids, TERM, EPS).
 
     Groups and repetitions become anonymous rules as in llama.cpp, so grammar_check
@@ -45,7 +37,7 @@ class GbnfParser:
     """
 
     def __init__(self, text: str, max_repeat: int, max_rules: int, max_elements: int):
-        self.s, self.i = text, 0
+        super().__init__(text)
         self.max_repeat, self.max_rules, self.max_elements = max_repeat, max_rules, max_elements
         self.ids: dict[str, int] = {}   # named rules, defined or only referenced
         self.alts: list[list[list[int]]] = []
@@ -55,13 +47,10 @@ class GbnfParser:
         self.loops: set[int] = set()  # the S' ::= S S' | rules of unbounded repetitions
         self.elements = 0
         self.tokens: list[TokenRef] = []  # <...> references, checked against a vocabulary later
-
-    def fail(self, what: str, at: int | None = None):
-        raise GrammarError(f"{what} at {self._where(self.i if at is None else at)}")
-
-    def peek(self, k: int = 0) -> str:
-        j = self.i + k
-        return self.s[j] if j < len(self.s) else ""
+        # (symbol, where) of repetitions that can match more than once: grammar_check refuses
+        # those whose item can match nothing (llama.cpp's stacks explode on ("a"?){0,1000}).
+        self.repeats: list[tuple[int, str]] = []
+        self._repeated_at: tuple[int, int] | None = None  # (seq id, length) right after a repetition
 
     def new_rule(self, owner: str, alts=None) -> int:
         self.alts.append(alts or [])
@@ -80,56 +69,6 @@ class GbnfParser:
         self.elements += n
         if self.elements > self.max_elements:
             self.fail(f"grammar too large (over {self.max_elements} elements once repetitions are expanded)")
-
-    def space(self, newline_ok: bool) -> None:
-        s, i, n = self.s, self.i, len(self.s)
-        while i < n:
-            if s[i] == "#":
-                while i < n and s[i] not in "\r\n":
-                    i += 1
-            elif s[i] in " \t" or (newline_ok and s[i] in "\r\n"):
-                i += 1
-            else:
-                break
-        self.i = i
-
-    def _run_of(self, chars: frozenset, what: str) -> str:
-        start = self.i
-        while self.peek() in chars:
-            self.i += 1
-        if self.i == start:
-            self.fail(f"expecting {what}")
-        return self.s[start:self.i]
-
-    def name(self) -> str:
-        return self._run_of(_WORD, "a rule name")
-
-    def integer(self) -> int:
-        digits = self._run_of(_DIGITS, "an integer")
-        return int(digits) if len(digits) <= 12 else 10 ** 12  # huge is huge; skip bignum parsing
-
-    def char(self) -> int:
-        c = self.peek()
-        if not c:
-            self.fail("unexpected end of input")
-        if c != "\\":
-            self.i += 1
-            return ord(c)
-        start, e = self.i, self.peek(1)
-        if e in _HEX_SIZE:
-            size = _HEX_SIZE[e]
-            digits = self.s[self.i + 2:self.i + 2 + size]
-            if len(digits) != size or not all(d in _HEX for d in digits):
-                self.fail(f"expecting {size} hex digits after \\{e}")
-            self.i += 2 + size
-            cp = int(digits, 16)
-            if cp > MAX_CODE_POINT:
-                self.fail(f"code point {_show(cp)} is beyond Unicode (max \\U0010FFFF)", start)
-            return cp
-        if e and e in _SIMPLE_ESCAPES:
-            self.i += 2
-            return ord(_SIMPLE_ESCAPES[e])
-        self.fail(f"unknown escape '\\{e}'")
 
     def parse(self) -> None:
         self.space(True)
@@ -223,7 +162,7 @@ class GbnfParser:
             self.token()
             size = 1
             seq.append(TERM)
-        elif c in _WORD:
+        elif c in WORD_CHARS:
             seq.append(self.named(self.name(), owner))
             size = 1
         elif c == ".":
@@ -233,6 +172,9 @@ class GbnfParser:
         elif c in "*+?{":
             if not seq:
                 self.fail(f"'{c}' has nothing before it to repeat")
+            if self._repeated_at == (id(seq), len(seq)):  # "a"{60}{60} segfaults llama.cpp
+                self.fail(f"'{c}' repeats a repetition; put the repeated part in parentheses, "
+                          f"as in (x{{m}}){{n}}")
             self.i += 1
             self.space(nested)
             lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}.get(c) or self.bounds(nested)
@@ -241,7 +183,10 @@ class GbnfParser:
             count = max(lo, hi or 0)
             if count > self.max_repeat:
                 self.fail(f"repetition count {count} is above the limit of {self.max_repeat}", start)
+            if hi is None or hi > 1:
+                self.repeats.append((seq[-1], self._where(start)))
             seq[-1], size = self.repeat(owner, seq[-1], size, lo, hi)
+            self._repeated_at = (id(seq), len(seq))
             return size
         else:
             return None
@@ -257,7 +202,7 @@ class GbnfParser:
             self.i += 1
             self.space(nested)
             hi = None
-            if self.peek() in _DIGITS:
+            if self.peek() in DIGITS:
                 hi = self.integer()
                 self.space(nested)
         elif self.peek() != "}":
@@ -300,12 +245,12 @@ class GbnfParser:
                 self.i += 1
                 hi = self.char()
                 if hi < lo:
-                    self.fail(f"character range {_show(lo)}-{_show(hi)} is inverted", start)
+                    self.fail(f"character range {show_code_point(lo)}-{show_code_point(hi)} is inverted", start)
             ranges.append((lo, hi))
         self.i += 1
         if not ranges:
             self.fail("empty character class", start)
-        if not _class_matches_something(ranges, negated):
+        if not class_matches_something(ranges, negated):
             text = self.s[start:self.i]
             text = text if len(text) <= 40 else text[:37] + "..."
             self.fail(f"character class {text} matches no character", start)
@@ -335,24 +280,3 @@ class GbnfParser:
             self.fail("expecting '>' to close the token")
         self.tokens.append(TokenRef(negated, None, self.s[start + negated:end + 1], self._where(start)))
         self.i = end + 1
-
-    def _where(self, at: int) -> str:
-        return f"line {self.s.count(chr(10), 0, at) + 1}, column {at - self.s.rfind(chr(10), 0, at)}"
-
-
-def _show(cp: int) -> str:
-    if 0x20 < cp < 0x7F:
-        return chr(cp)
-    return f"\\x{cp:02X}" if cp <= 0xFF else f"\\u{cp:04X}" if cp <= 0xFFFF else f"\\U{cp:08X}"
-
-
-def _class_matches_something(ranges: list[tuple[int, int]], negated: bool) -> bool:
-    # NUL counts as nothing: llama.cpp decodes token text as C strings, NUL never arrives.
-    if not negated:
-        return any(hi >= 1 for _, hi in ranges)
-    nxt = 1  # lowest code point not yet excluded
-    for lo, hi in sorted(ranges):
-        if lo > nxt:
-            return True
-        nxt = max(nxt, hi + 1)
-    return nxt <= MAX_CODE_POINT

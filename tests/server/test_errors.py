@@ -106,6 +106,8 @@ def test_unknown_route_and_method(served):
     ("root ::= item\nitem ::= undefined-rule", "undefined"),
     ("root ::= root \"a\"", "left"),
     ('root ::= "a"{1,100000}', "repetition"),
+    ('root ::= "a"{60}{60}', "repeats a repetition"),            # segfaulted llama.cpp
+    ('root ::= ("a"?){0,1000}', "can match the empty string"),  # one token took over 60 s
 ])
 @pytest.mark.parametrize("route", ["/completions", "/chat/completions"])
 def test_bad_grammars_are_400_and_the_server_serves_on(served, grammar, reason, route):

@@ -5,6 +5,8 @@ Binary units throughout (KiB, MiB, GiB), as llama.cpp and the memory plan count 
 
 from __future__ import annotations
 
+from collections import deque
+
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
@@ -48,3 +50,33 @@ def human_count(n: int) -> str:
 def eta(remaining: float, per_second: float) -> float | None:
     """Seconds until `remaining` is done at `per_second`; None while the rate is unknown."""
     return remaining / per_second if per_second > 0 else None
+
+
+class RateMeter:
+    """Speed over the last `window` seconds, fed (time, amount done so far) samples, so a
+    stall or a burst shows within seconds; an infinite window averages the whole run."""
+
+    def __init__(self, window: float = 5.0):
+        self.window = window
+        self.samples: deque[tuple[float, float]] = deque()
+
+    def add(self, now: float, done: float) -> None:
+        self.samples.append((now, done))
+        while len(self.samples) > 2 and now - self.samples[0][0] > self.window:
+            self.samples.popleft()
+
+    def clear(self) -> None:
+        """Forget the samples: the next amounts count from a new start (another file)."""
+        self.samples.clear()
+
+    def rate(self) -> float:
+        """Amount per second over the window; 0.0 until two samples span some time."""
+        if not self.samples:
+            return 0.0
+        (t0, done0), (t1, done1) = self.samples[0], self.samples[-1]
+        return (done1 - done0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def eta(self, total: float) -> float | None:
+        """Seconds until `total` at the current rate; None while the rate is unknown."""
+        done = self.samples[-1][1] if self.samples else 0.0
+        return eta(total - done, self.rate())

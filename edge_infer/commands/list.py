@@ -19,7 +19,7 @@ def register(sub) -> None:
 def main(args) -> int:
     from edge_infer.plan import detect_machine, fit_verdict
     from edge_infer.errors import ModelFileError
-    from edge_infer.store.download import list_partials
+    from edge_infer.store.partials import list_partials
     from edge_infer.units import human_bytes
     from edge_infer.gguf.info import read_model_info
     from edge_infer.gguf.quant_types import bits_per_weight

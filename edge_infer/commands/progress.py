@@ -1,22 +1,15 @@
-"""Progress output for long CLI operations: a redrawn bar on a terminal, plain lines
-otherwise (logs, pipes, CI), so a captured log still says how far it got."""
+"""Progress output for long CLI operations: a tqdm bar on a terminal, plain lines
+otherwise (logs, pipes, CI), so a captured log still says how far it got (a redrawn
+bar's carriage returns are unreadable there)."""
 
 from __future__ import annotations
 
 import sys
 import time
-from collections import deque
 
-from edge_infer.units import human_bytes
+from tqdm import tqdm
 
-
-def _duration(seconds: float) -> str:
-    seconds = int(max(0, seconds))
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds}s"
+from edge_infer.units import RateMeter, human_bytes, human_duration, human_rate
 
 
 class ByteProgress:
@@ -29,39 +22,26 @@ class ByteProgress:
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty() if tty is None else tty
         self.clock = clock
-        self.samples: deque[tuple[float, int]] = deque([(clock(), have)])
-        self.start_have = have
+        self.meter = RateMeter(window=5.0)
+        self.meter.add(clock(), have)
         self.last_draw = clock()
         self.last_pct = int(100 * have / self.total) // 10 * 10  # plain mode: a line per 10%
         self.plain_every = plain_every
         self.done = False
-
-    def speed(self) -> float:
-        (t0, b0), (t1, b1) = self.samples[0], self.samples[-1]
-        return (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+        self.bar = tqdm(total=self.total, initial=have, desc=label, unit="B", unit_scale=True,
+                        unit_divisor=1024, file=self.stream, dynamic_ncols=True) if self.tty else None
 
     def line(self, have: int) -> str:
-        pct = 100 * have / self.total
-        speed = self.speed()
-        eta = (self.total - have) / speed if speed > 0 else None
-        text = f"{human_bytes(have)} / {human_bytes(self.total)}  {human_bytes(speed)}/s  ETA {_duration(eta) if eta is not None else '?'}"
-        if self.tty:
-            width = 24
-            fill = int(width * have / self.total)
-            return f"{self.label}  {pct:5.1f}% [{'#' * fill}{'.' * (width - fill)}] {text}"
-        return f"{self.label}: {pct:.0f}%  {text}"
+        """The plain-mode line: how far, how fast, how long to go."""
+        return (f"{self.label}: {100 * have / self.total:.0f}%  {human_bytes(have)} / {human_bytes(self.total)}"
+                f"  {human_rate(self.meter.rate())}  ETA {human_duration(self.meter.eta(self.total))}")
 
     def __call__(self, have: int, total: int | None = None) -> None:
         now = self.clock()
-        self.samples.append((now, have))
-        while len(self.samples) > 2 and now - self.samples[0][0] > 5.0:
-            self.samples.popleft()
+        self.meter.add(now, have)
         finished = have >= self.total
-        if self.tty:
-            if finished or now - self.last_draw >= 0.1:
-                self.stream.write("\r" + self.line(have) + "\x1b[K")
-                self.stream.flush()
-                self.last_draw = now
+        if self.bar is not None:
+            self.bar.update(have - self.bar.n)  # negative when a download starts over
         else:
             pct = int(100 * have / self.total) // 10 * 10
             if finished or (pct > self.last_pct and now - self.last_draw >= 1.0) or now - self.last_draw >= self.plain_every:
@@ -75,45 +55,45 @@ class ByteProgress:
         if self.done:
             return
         self.done = True
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        if self.bar is not None:
+            self.bar.close()
 
 
 class CountProgress:
-    """Steps of a known count (tensors quantized): same two modes as ByteProgress."""
+    """Steps of a known count (tensors quantized): same two modes as ByteProgress; the
+    ETA is from the average pace of the whole run."""
 
     def __init__(self, label: str, stream=None, tty: bool | None = None, clock=time.monotonic):
         self.label = label
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty() if tty is None else tty
         self.clock = clock
-        self.t0 = clock()
-        self.last_draw = 0.0
+        self.meter = RateMeter(window=float("inf"))
+        self.meter.add(clock(), 0)
         self.last_pct = 0      # plain mode: a line at 25%, 50%, 75% and 100%
+        self.bar = None        # the terminal bar, made at the first step (when n is known)
         self.done = False
 
     def __call__(self, i: int, n: int, what: str = "") -> None:
-        now = self.clock()
-        pct = 100 * i / max(1, n)
-        eta = (now - self.t0) / i * (n - i) if i else None
-        text = f"{self.label}  {i}/{n} {pct:5.1f}%  ETA {_duration(eta) if eta is not None else '?'}"
+        self.meter.add(self.clock(), i)
         finished = i >= n
         if self.tty:
-            if finished or now - self.last_draw >= 0.1:
-                self.stream.write("\r" + text + (f"  {what}" if what else "") + "\x1b[K")
+            if self.bar is None:
+                self.bar = tqdm(total=n, desc=self.label, unit="tensor", file=self.stream, dynamic_ncols=True)
+            self.bar.total = n
+            self.bar.set_postfix_str(what, refresh=False)
+            self.bar.update(i - self.bar.n)
+        else:
+            pct = 100 * i / max(1, n)
+            if finished or int(pct) // 25 > self.last_pct:
+                self.stream.write(f"{self.label}  {i}/{n} {pct:5.1f}%  ETA {human_duration(self.meter.eta(n))}\n")
                 self.stream.flush()
-                self.last_draw = now
-        elif finished or int(pct) // 25 > self.last_pct:
-            self.stream.write(text + "\n")
-            self.stream.flush()
-            self.last_pct = int(pct) // 25
+                self.last_pct = int(pct) // 25
         if finished:
             self.close()
 
     def close(self) -> None:
         if not self.done:
             self.done = True
-            if self.tty:
-                self.stream.write("\n")
-                self.stream.flush()
+            if self.bar is not None:
+                self.bar.close()

@@ -50,7 +50,7 @@ def main(args) -> int:
 
 
 def _remove_partials(store, yes: bool) -> int:
-    from edge_infer.store.download import discard_partial, list_partials
+    from edge_infer.store.partials import discard_partial, list_partials
     from edge_infer.units import human_bytes
 
     partials = list_partials(store.root)

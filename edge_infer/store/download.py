@@ -1,13 +1,8 @@
-"""Resumable, verified downloads into the store's hidden partial area.
+"""Resumable, verified downloads into the store's hidden partial area (partials.py).
 
-    <models>/.partial/<sha256>.part   bytes received so far (a prefix of the file)
-    <models>/.partial/<sha256>.json   what it is: url, repo, revision, file, size, sha256
-    <models>/.partial/<sha256>.lock   held while a process downloads it
-
-A partial file is named by the sha256 it must end up with, so a later run, after a
-dropped connection or a killed process, finds it and continues with an HTTP Range
-request. The file leaves the partial area only after its size and sha256 matched;
-`ModelStore` never looks in there, so a partial or unverified file is never a model.
+A later run, after a dropped connection or a killed process, finds the partial file by
+the sha256 it must end up with and continues with an HTTP Range request. The file
+leaves the partial area only after its size and sha256 matched.
 """
 
 from __future__ import annotations
@@ -25,7 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from edge_infer.errors import EdgeInferError
+from edge_infer.store.download_errors import ChecksumError, DiskFullError, DownloadError
+from edge_infer.store.partials import download_lock, partial_dir
 from edge_infer.units import human_bytes
 
 try:  # huggingface_hub >= 1.x talks HTTP through httpx (2.x through its fork, httpx2)
@@ -35,25 +31,8 @@ except ImportError:  # pragma: no cover - depends on the installed huggingface_h
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
-PARTIAL_DIR = ".partial"
 DISK_RESERVE = 16 * 1024 * 1024   # never fill a disk to the last byte
 Progress = Callable[[int, int], object]   # (bytes present, total bytes)
-
-
-class DownloadError(EdgeInferError):
-    """A download that could not complete (network, server, retries exhausted)."""
-
-
-class DiskFullError(DownloadError):
-    """Not enough free disk space: checked before starting, and ENOSPC while writing."""
-
-
-class ChecksumError(DownloadError):
-    """The downloaded bytes do not have the sha256 the hub published; nothing is installed."""
-
-
-class DownloadBusyError(DownloadError):
-    """Another process is downloading the same file right now."""
 
 
 @dataclass(frozen=True)
@@ -70,52 +49,6 @@ class RemoteFile:
         return self.path.rsplit("/", 1)[-1] or self.url.rsplit("/", 1)[-1]
 
 
-@dataclass(frozen=True)
-class PartialDownload:
-    part: Path
-    have: int
-    size: int
-    sha256: str
-    repo: str
-    path: str
-
-    @property
-    def label(self) -> str:
-        return f"{self.repo}/{self.path}" if self.repo else self.path
-
-
-def partial_dir(models_root: Path) -> Path:
-    return Path(models_root) / PARTIAL_DIR
-
-
-def list_partials(models_root: Path) -> list[PartialDownload]:
-    """Downloads in progress or interrupted (resumable by running the same pull again)."""
-    found = []
-    folder = partial_dir(models_root)
-    if not folder.is_dir():
-        return found
-    for meta in sorted(folder.glob("*.json")):
-        part = meta.with_suffix(".part")
-        try:
-            data = json.loads(meta.read_text(encoding="utf-8"))
-            have = part.stat().st_size if part.exists() else 0
-            found.append(PartialDownload(part, have, int(data["size"]), data["sha256"],
-                                         data.get("repo", ""), data.get("path", "")))
-        except (OSError, ValueError, KeyError):
-            continue
-    return found
-
-
-def discard_partial(partial: PartialDownload) -> None:
-    """Delete an interrupted download's bytes and description (the user gave up on it).
-    Refused while a pull holds its lock: that download is still running."""
-    lock = partial.part.with_suffix(".lock")
-    with _Lock(lock):
-        partial.part.unlink(missing_ok=True)
-        partial.part.with_suffix(".json").unlink(missing_ok=True)
-    lock.unlink(missing_ok=True)
-
-
 def check_disk_space(folder: Path, need: int, what: str) -> None:
     """Raise DiskFullError unless `need` more bytes fit on the disk holding `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -125,31 +58,6 @@ def check_disk_space(folder: Path, need: int, what: str) -> None:
             f"not enough free disk space for {what}: it needs {human_bytes(need)} more, the disk holding "
             f"{folder} has {human_bytes(free)} free. Free some space (or set EDGE_INFER_MODELS to a folder "
             f"on a bigger disk) and run the command again; nothing was installed")
-
-
-class _Lock:
-    """An exclusive lock on a file, held while one process downloads into the partial."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fh = None
-
-    def __enter__(self):
-        self.fh = open(self.path, "a+")
-        try:
-            import fcntl
-
-            fcntl.flock(self.fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # pragma: no cover - Windows: no advisory locks, no guard
-            pass
-        except OSError:
-            self.fh.close()
-            raise DownloadBusyError(f"another edge-infer process is downloading {self.path.stem} "
-                                    f"right now; wait for it to finish") from None
-        return self
-
-    def __exit__(self, *exc):
-        self.fh.close()
 
 
 def _write_chunk(fh, data: bytes) -> None:
@@ -200,7 +108,7 @@ class Downloader:
         The caller moves it into place (os.replace on the same disk: atomic)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         part, meta, lock = self.paths(remote)
-        with _Lock(lock):
+        with download_lock(lock):
             if not self._meta_matches(meta, remote):
                 part.unlink(missing_ok=True)
                 self._write_meta(meta, remote)

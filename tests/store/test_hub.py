@@ -211,6 +211,39 @@ def test_killed_pull_resumes_from_its_partial_file(smol_hub, edge_home, capsys):
           f"of {blob.size} ({100 * second / blob.size:.1f}%)", file=sys.stderr)
 
 
+def test_two_pulls_of_the_same_file_cannot_run_at_once(smol_hub, edge_home, capsys):
+    """The partial's lock: while one pull writes a file, a second pull of it and
+    `rm --partials` are refused at once; the first then finishes untouched."""
+    import threading
+
+    from edge_infer.store.pull import Puller
+
+    blob = smol_blob(smol_hub)
+    half = blob.size // 2
+    smol_hub.fault(blob.sha256, stall_at=half, times=1)
+    first = {}
+    worker = threading.Thread(target=lambda: first.update(
+        result=Puller(say=lambda m: None).pull(f"{SMOL_REPO}:Q4_1")))
+    worker.start()
+    part = _partial(edge_home, blob.sha256)
+    deadline = time.monotonic() + 120
+    while not (part.exists() and part.stat().st_size >= half):
+        assert worker.is_alive() and time.monotonic() < deadline, "the first pull never reached half"
+        time.sleep(0.05)
+    try:
+        assert cli.main(["pull", f"{SMOL_REPO}:Q4_1"]) == 2
+        err = capsys.readouterr().err
+        assert f"another edge-infer process is downloading {blob.sha256} right now" in err
+        assert cli.main(["rm", "--partials", "--yes"]) == 2
+        assert "is downloading" in capsys.readouterr().err and part.exists()
+    finally:
+        smol_hub.release()
+        worker.join(120)
+    assert first["result"].model.sha256 == blob.sha256
+    assert [m.sha256 for m in ModelStore().installed()] == [blob.sha256]
+    assert smol_hub.served(blob.sha256) == blob.size  # the refused pull fetched nothing
+
+
 def test_corrupted_bytes_fail_verification_and_install_nothing(smol_hub, edge_home, capsys):
     blob = smol_blob(smol_hub)
     smol_hub.fault(blob.sha256, corrupt_at=blob.size // 2)
@@ -350,7 +383,8 @@ def test_split_model_resume_keeps_the_verified_shard(smol_hub, smol_split, edge_
 def test_rm_partials_deletes_an_unfinished_download(smol_hub, edge_home, capsys, monkeypatch):
     import io
 
-    from edge_infer.store.download import DownloadError, list_partials
+    from edge_infer.store.download import DownloadError
+    from edge_infer.store.partials import list_partials
     from edge_infer.store.pull import Puller
 
     blob = smol_blob(smol_hub)

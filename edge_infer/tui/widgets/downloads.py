@@ -10,7 +10,6 @@ pauses a running download the same way; Discard deletes a paused one's bytes.
 from __future__ import annotations
 
 import time
-from collections import deque
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -20,7 +19,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Label, ProgressBar, Static
 from textual.worker import get_current_worker
 
-from edge_infer.units import human_bytes
+from edge_infer.units import RateMeter, human_bytes, human_duration, human_rate
 
 
 class _Cancelled(Exception):
@@ -43,18 +42,13 @@ class Throttle:
         return False
 
 
-def _duration(seconds: float) -> str:
-    s = int(max(0, seconds))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
-
 class DownloadRow(Vertical):
     def __init__(self, repo: str, quant: str, have: int = 0, total: int = 0, resumable: bool = False):
         super().__init__(classes="download")
         self.repo, self.quant = repo, quant
         self.have, self.total, self.part = have, total, ""
         self.state = "paused" if resumable else "starting"
-        self.samples: deque[tuple[float, int]] = deque()
+        self.meter = RateMeter(window=5.0)   # speed of this part over the last seconds
         self.worker = None            # the pull running for this row, if any
         self.stop_requested = False   # Stop pressed (not the app quitting)
 
@@ -89,22 +83,16 @@ class DownloadRow(Vertical):
         self.query_one(".download-status", Static).update(text)
 
     def progress(self, part: str, have: int, total: int) -> None:
-        now = time.monotonic()
         if part != self.part:
             self.part = part
-            self.samples.clear()
-        self.samples.append((now, have))
-        while len(self.samples) > 2 and now - self.samples[0][0] > 5.0:
-            self.samples.popleft()
+            self.meter.clear()
+        self.meter.add(time.monotonic(), have)
         if self.state != "running":
             self.state = "running"
             self._buttons()
         self.have, self.total = have, total
         self.query_one(ProgressBar).update(total=max(1, total), progress=have)
-        (t0, b0), (t1, b1) = self.samples[0], self.samples[-1]
-        speed = (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
-        eta = _duration((total - have) / speed) if speed > 0 else "?"
-        self.show(f"{part}: {self._bytes()}  {human_bytes(speed)}/s  ETA {eta}")
+        self.show(f"{part}: {self._bytes()}  {human_rate(self.meter.rate())}  ETA {human_duration(self.meter.eta(total))}")
 
     def stopped(self, text: str, resumable: bool) -> None:
         self.state = "paused" if resumable else "done"
@@ -135,7 +123,7 @@ class DownloadsPanel(Widget):
     @staticmethod
     def _partials():
         """(partial download, its quant level) for every download the store holds unfinished."""
-        from edge_infer.store.download import list_partials
+        from edge_infer.store.partials import list_partials
         from edge_infer.gguf.quant_types import quant_from_filename
         from edge_infer.store.store import ModelStore
 
@@ -193,7 +181,8 @@ class DownloadsPanel(Widget):
 
     @on(Button.Pressed, ".download-discard")
     def _discard(self, event: Button.Pressed) -> None:
-        from edge_infer.store.download import DownloadError, discard_partial
+        from edge_infer.store.download import DownloadError
+        from edge_infer.store.partials import discard_partial
 
         event.stop()
         row = self._row_of(event.button)

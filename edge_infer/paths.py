@@ -29,13 +29,6 @@ def models_dir() -> Path:
     return data_dir() / "models"
 
 
-def cache_dir() -> Path:
-    override = os.environ.get("EDGE_INFER_CACHE")
-    if override:
-        return Path(override).expanduser()
-    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
-
-
 def resource_root() -> Path:
     """Root that holds `models/catalog.toml`: the bundle dir when frozen, else the source tree."""
     if getattr(sys, "frozen", False):

@@ -23,7 +23,6 @@ def edge_home(tmp_path, monkeypatch):
     home = tmp_path / "edge-home"
     monkeypatch.setenv("EDGE_INFER_HOME", str(home))
     monkeypatch.setenv("EDGE_INFER_MODELS", str(home / "models"))
-    monkeypatch.setenv("EDGE_INFER_CACHE", str(tmp_path / "edge-cache"))
     return home
 
 

@@ -81,13 +81,6 @@ def variant_supported(variant: str, features: CpuFeatures) -> bool:
     return needs is not None and needs <= features.flags
 
 
-def choose_variant(features: CpuFeatures, available: list[str], requested: str = "auto") -> str:
-    """The CPU backend variant to load: the most capable one the CPU runs, or the one asked
-    for (EDGE_INFER_CPU_VARIANT / --cpu-variant), refused with a one-line reason if the build
-    lacks it or the CPU cannot run it."""
-    return variant_candidates(features, available, requested)[0]
-
-
 def variant_candidates(features: CpuFeatures, available: list[str], requested: str = "auto") -> list[str]:
     """Variants to try in order, best first. The flags come from /proc/cpuinfo, which an
     emulator or a VM may report for the host rather than the CPU it presents, so the

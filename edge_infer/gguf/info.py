@@ -61,10 +61,6 @@ class ModelInfo:
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
-    def non_layer_weight_bytes(self) -> int:
-        return self.input_weight_bytes + self.output_weight_bytes
-
-    @property
     def tied_embeddings(self) -> bool:
         """No output.weight: llama.cpp reuses token_embd as the output projection."""
         return "output.weight" not in self.metadata.get("_tensor_names", ())

@@ -31,8 +31,7 @@ class Refusal:
     reason: str
 
 
-def check_direction(source_quant: str, target: str, *, allow_requantize: bool,
-                    widened_from: str | None = None) -> Refusal | None:
+def check_direction(source_quant: str, target: str, *, allow_requantize: bool) -> Refusal | None:
     """Why quantizing `source_quant` -> `target` is refused, or None when it may go ahead.
 
     Quantizing from an already quantized file compounds two rounding errors, and going

@@ -23,7 +23,7 @@ def test_smollm2_header(smollm2_path):
     assert (info.bos_token_id, info.eos_token_id) == (1, 2)
     assert info.file_size == 98_362_432
     assert len(info.layer_weight_bytes) == 30
-    assert sum(info.layer_weight_bytes) + info.non_layer_weight_bytes == info.weights_bytes
+    assert sum(info.layer_weight_bytes) + info.input_weight_bytes + info.output_weight_bytes == info.weights_bytes
     assert info.tied_embeddings  # no output.weight: token_embd doubles as the output layer
 
 

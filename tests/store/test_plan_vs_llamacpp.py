@@ -4,15 +4,31 @@ gives the buffers it allocated. Within 15% for both catalog models."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
 
 from edge_infer.config import EngineSettings
-from edge_infer.engine.load_report import compute_bytes_reported, kv_bytes_reported, model_bytes_reported
+from edge_infer.engine.load_report import kv_bytes_reported
+from edge_infer.gguf.info import read_model_info
 from edge_infer.plan import Machine, plan_settings
 from edge_infer.units import GiB, MiB
-from edge_infer.gguf.info import read_model_info
+
+_COMPUTE = re.compile(r"compute buffer size\s*=\s*([\d.]+)\s*MiB")
+_MODEL = re.compile(r"(?:model|CPU_Mapped|CPU) buffer size\s*=\s*([\d.]+)\s*MiB")
+
+
+def _reported(pattern: re.Pattern, lines: list[str]) -> int:
+    return int(sum(float(m.group(1)) for line in lines for m in [pattern.search(line)] if m) * MiB)
+
+
+def compute_bytes_reported(lines: list[str]) -> int:
+    return _reported(_COMPUTE, lines)
+
+
+def model_bytes_reported(lines: list[str]) -> int:
+    return _reported(_MODEL, [line for line in lines if "KV" not in line and "compute" not in line])
 
 
 @pytest.mark.parametrize("which", ["smollm2", "gemma3"])

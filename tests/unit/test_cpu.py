@@ -18,30 +18,30 @@ OLD_SSE = cpu.CpuFeatures("x86_64", frozenset({"sse4_2"}))
     (OLD_SSE, "sse42"), (cpu.CpuFeatures("x86_64"), "x64"),
 ])
 def test_best_variant_is_the_most_capable_the_cpu_runs(features, expected):
-    assert cpu.choose_variant(features, ALL) == expected
+    assert cpu.variant_candidates(features, ALL)[0] == expected
 
 
 def test_a_build_missing_the_best_variant_falls_back_to_the_next():
-    assert cpu.choose_variant(XEON_SPR, ["x64", "haswell", "skylakex"]) == "skylakex"
+    assert cpu.variant_candidates(XEON_SPR, ["x64", "haswell", "skylakex"])[0] == "skylakex"
 
 
 def test_forced_variant_is_checked_against_build_and_cpu():
-    assert cpu.choose_variant(XEON_SPR, ALL, "haswell") == "haswell"
+    assert cpu.variant_candidates(XEON_SPR, ALL, "haswell")[0] == "haswell"
     with pytest.raises(EdgeInferError, match="lacks avx512"):
-        cpu.choose_variant(HASWELL_LAPTOP, ALL, "skylakex")
+        cpu.variant_candidates(HASWELL_LAPTOP, ALL, "skylakex")[0]
     with pytest.raises(EdgeInferError, match="unknown CPU variant 'pentium'.*haswell"):
-        cpu.choose_variant(HASWELL_LAPTOP, ALL, "pentium")
+        cpu.variant_candidates(HASWELL_LAPTOP, ALL, "pentium")[0]
 
 
 def test_a_build_without_variants_is_built_in_and_refuses_a_forced_one():
-    assert cpu.choose_variant(XEON_SPR, []) == cpu.BUILT_IN
+    assert cpu.variant_candidates(XEON_SPR, [])[0] == cpu.BUILT_IN
     with pytest.raises(EdgeInferError, match="one built-in CPU backend"):
-        cpu.choose_variant(XEON_SPR, [], "haswell")
+        cpu.variant_candidates(XEON_SPR, [], "haswell")[0]
 
 
 def test_arm_variants_are_ranked_by_name_when_unknown():
     arm = cpu.CpuFeatures("aarch64", frozenset({"asimd"}))
-    assert cpu.choose_variant(arm, ["armv8.0_1"]) == "armv8.0_1"
+    assert cpu.variant_candidates(arm, ["armv8.0_1"])[0] == "armv8.0_1"
 
 
 @pytest.mark.parametrize("features, offered, setting, use", [

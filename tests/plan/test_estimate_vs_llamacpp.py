@@ -8,9 +8,9 @@ from contextlib import contextmanager
 import llama_cpp
 import pytest
 
+from edge_infer.gguf.info import read_model_info
 from edge_infer.plan import estimate_memory
 from edge_infer.units import MiB
-from edge_infer.gguf.info import read_model_info
 
 
 @contextmanager
@@ -37,7 +37,9 @@ def _mib(lines, kind):
 
 def llama_buffers(path, *, ctx, parallel, n_batch=512, kv_unified=False, swa_full=False, flash_attn=True):
     """(KV MiB, compute MiB) llama.cpp reports for one context of this shape."""
-    llama_cpp.llama_backend_init()
+    from edge_infer.engine.llama import init_backend
+
+    init_backend()  # the portable build loads its CPU backend here (llama_backend_init does not)
     with captured_llama_log() as lines:
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0

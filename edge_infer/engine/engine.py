@@ -2,7 +2,8 @@
 
 Other threads call submit() / cancel() / snapshot(); submit() validates and tokenizes on
 the caller's thread so a bad request fails there, before anything reaches llama.cpp.
-Each step = one llama_decode over decode tokens plus prompt chunks (see Scheduler.plan).
+Each step = one llama_decode over decode tokens plus prompt chunks (Scheduler.plan), run by
+ModelRunner; Scheduler.postprocess then decides which sequences end.
 """
 
 from __future__ import annotations
@@ -14,20 +15,18 @@ import time
 from collections import deque
 from pathlib import Path
 
-import numpy as np
-import psutil
-
 from edge_infer.config import EngineSettings
-from edge_infer.engine.llama import (ContextParams, LlamaBatch, LlamaContext, LlamaModel,
-                                     capture_log)
+from edge_infer.engine.llama import ContextParams, LlamaContext, LlamaModel, capture_log
 from edge_infer.engine.load_report import kv_bytes_reported
+from edge_infer.engine.postprocess import Outcome
 from edge_infer.engine.prompt import BadRequestError, Prompter
+from edge_infer.engine.runner import ModelRunner
 from edge_infer.engine.sampling import build_sampler
 from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler, Slot
 from edge_infer.engine.sequence import Request, Sequence, Status
 from edge_infer.engine.snapshot import build_snapshot
-from edge_infer.engine.stats import EngineSnapshot, FinishedRequest, RateMeter
-from edge_infer.engine.stream import FinishEvent, RequestStream, TokenEvent
+from edge_infer.engine.stats import EngineSnapshot, EngineStats, FinishedRequest
+from edge_infer.engine.stream import FinishEvent, RequestStream
 from edge_infer.engine.watchdog import StepClock, Watchdog
 from edge_infer.errors import ContextOverflowError, EngineClosedError, QueueFullError
 from edge_infer.gguf.info import read_model_info
@@ -56,21 +55,18 @@ class Engine:
         self.n_ctx_seq = min(s.ctx, self.ctx.n_ctx_seq)
         self.prompts = Prompter(self.model, self.info.architecture)
         self.template = self.prompts.template
-        self.batch = LlamaBatch(s.n_batch)
+        self.runner = ModelRunner(self.model, self.ctx, s.n_batch)
         # Sharing cells between sequences needs one unified buffer; with sliding-window
         # layers a shared cell could not be recycled by the window, so those models keep
         # to per-slot reuse.
-        self.scheduler = Scheduler(s.parallel, s.n_batch,
+        self.scheduler = Scheduler(s.parallel, s.n_batch, n_ctx_seq=self.n_ctx_seq,
                                    share_prefixes=s.kv_unified and self.model.n_swa == 0)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._live: dict[str, Sequence] = {}  # submitted and not finished
         self._closed = False
-        self._decode_rate, self._prefill_rate = RateMeter(), RateMeter()
-        self._totals = {"requests": 0, "prompt": 0, "prompt_eval": 0, "generated": 0}
-        self._ttfts: deque[float] = deque(maxlen=100)
+        self.stats = EngineStats()  # written by the engine thread only
         self.recent: deque[FinishedRequest] = deque(maxlen=200)  # newest last
-        self._proc = psutil.Process()
         self.clock = StepClock()
         self._thread = threading.Thread(target=self._run, name="edge-infer-engine", daemon=True)
         self._thread.start()
@@ -137,7 +133,7 @@ class Engine:
         self.watchdog.stop()
         self._inbox.put(None)
         self._thread.join(timeout=30)
-        self.batch.close()
+        self.runner.close()
         self.ctx.close()
         self.model.close()
 
@@ -205,7 +201,7 @@ class Engine:
         while True:
             if item is not None:
                 self.scheduler.add(item)
-                self._totals["requests"] += 1
+                self.stats.requests += 1
             try:
                 item = self._inbox.get_nowait()
             except queue.Empty:
@@ -219,23 +215,12 @@ class Engine:
 
     def _drop_cancelled(self) -> None:
         """End requests cancelled by their caller, past their deadline, or ended by the watchdog."""
-        now = time.perf_counter()
-
-        def dropped(s: Sequence) -> bool:
-            return s.cancelled or s.abandoned or now > s.deadline
-
-        for seq in [s for s in self.scheduler.waiting if dropped(s)]:
-            self.scheduler.remove_waiting(seq)
-            self._end_dropped(seq)
-        for seq in [s for s in self.scheduler.running if dropped(s)]:
-            self._end_dropped(seq)
-
-    def _end_dropped(self, seq: Sequence) -> None:
-        if seq.cancelled or seq.abandoned:  # abandoned: its client already got the watchdog's end
-            self._finish(seq, "cancelled")
-        else:
-            self._finish(seq, "timeout",
-                         error=f"the request ran past its deadline of {self.settings.request_timeout} s")
+        for seq in self.scheduler.take_dropped(time.perf_counter()):
+            if seq.cancelled or seq.abandoned:  # abandoned: its client already got the watchdog's end
+                self._finish(seq, "cancelled")
+            else:
+                self._finish(seq, "timeout",
+                             error=f"the request ran past its deadline of {self.settings.request_timeout} s")
 
     def _start(self, admission: Admission) -> None:
         """Reuse a cached prefix (the slot's own or a donor's) when llama.cpp holds all it needs."""
@@ -262,8 +247,7 @@ class Engine:
                 seq.sampler.accept(token)
         seq.stats.cached_tokens = keep
         seq.stats.started_at = time.perf_counter()
-        self._totals["prompt"] += len(seq.prompt)
-        self._totals["prompt_eval"] += len(seq.prompt) - keep
+        self.stats.started(len(seq.prompt), keep)
 
     def _forget(self, slot: Slot) -> None:
         """Empty a slot's KV cells and its record of them (slot.cached mirrors the cache)."""
@@ -271,80 +255,32 @@ class Engine:
         slot.trim(0)
 
     def _step(self, items: list[BatchItem]) -> None:
-        batch = self.batch
-        batch.clear()
-        rows = []
-        for it in items:
-            last = len(it.tokens) - 1
-            for j, tok in enumerate(it.tokens):
-                row = batch.add(tok, it.pos + j, it.seq.slot, it.wants_logits and j == last)
-            rows.append(row)
-        rc = self.ctx.decode(batch)
-        if rc != 0:
-            reason = "the KV cache is full" if rc == 1 else f"llama_decode returned {rc}"
+        """One step as in nano-vllm: (scheduled by the caller) decode -> sample -> postprocess."""
+        failed = self.runner.decode(items)
+        if failed:
             for it in items:
                 self._forget(self.scheduler.slots[it.seq.slot])
-                self._fail(it.seq, reason)
+                self._fail(it.seq, failed)
             return
         now = time.perf_counter()
-        n_prefill = n_decode = 0
-        for it, row in zip(items, rows):
-            seq = it.seq
-            self.scheduler.slots[seq.slot].extend(it.tokens)
-            seq.n_past += len(it.tokens)
-            if seq.status is Status.PREFILL:
-                n_prefill += len(it.tokens)
-                if not it.wants_logits:
-                    continue
-                seq.status = Status.DECODE
-            else:
-                n_decode += 1
-            self._sample(seq, row, now)
-        if n_prefill:
-            self._prefill_rate.add(n_prefill, now)
-        if n_decode:
-            self._decode_rate.add(n_decode, now)
+        n_decode = sum(it.seq.status is Status.DECODE for it in items)
+        self.stats.stepped(sum(len(it.tokens) for it in items) - n_decode, n_decode, now)
+        sampled = [self.runner.sample(it.seq, it.row) for it in self.scheduler.decoded(items)]
+        for s in sampled:
+            if s.token is not None:
+                self.stats.first_token(s.seq.stats, now)
+        for outcome in self.scheduler.postprocess(sampled, self.model):
+            self._deliver(outcome)
 
-    def _sample(self, seq: Sequence, row: int, now: float) -> None:
-        forced = seq.request.forced_tokens
-        grammar = seq.params.grammar
-        if forced is not None:
-            token = forced[len(seq.generated)]
-        elif grammar:
-            token = seq.sampler.sample_checked(self.ctx, row, self.model.n_vocab)
-            if token is None:  # nothing allowed: the sequence cannot make progress
-                self._fail(seq, "the grammar allows no token this model can produce at this point")
-                return
-        else:
-            token = seq.sampler.sample(self.ctx, row)
-        logprobs = self._logprobs(row) if seq.request.capture_logprobs else None
-        if not seq.stats.first_token_at:
-            seq.stats.first_token_at = now
-            self._ttfts.append(now - seq.stats.queued_at)
-        # A grammar offers end-of-generation only once it is complete: nothing can follow,
-        # so ignore_eos does not apply to it.
-        if forced is None and (grammar or not seq.params.ignore_eos) and self.model.is_eog(token):
-            self._finish(seq, "stop")
-            return
-        seq.generated.append(token)
-        self._totals["generated"] += 1
-        text, stopped = seq.stops.feed(seq.utf8.feed(self.model.token_to_bytes(token)))
-        seq.stream.put(TokenEvent(token, text, logprobs))
-        n = len(seq.generated)
-        if stopped:
-            self._finish(seq, "stop", flush=False)
-        elif (forced is not None and n >= len(forced)) or (seq.params.max_tokens and n >= seq.params.max_tokens):
-            self._finish(seq, "length")
-        elif seq.n_past >= self.n_ctx_seq:  # no room left to feed this token back
-            self._finish(seq, "length")
-        else:
-            seq.next_token = token
-
-    def _logprobs(self, row: int) -> np.ndarray:
-        logits = np.ctypeslib.as_array(self.ctx.logits_ptr(row), shape=(self.model.n_vocab,))
-        x = logits.astype(np.float64)
-        x -= x.max()
-        return (x - np.log(np.exp(x).sum())).astype(np.float32)
+    def _deliver(self, outcome: Outcome) -> None:
+        seq = outcome.seq
+        if outcome.event is not None:
+            self.stats.generated_tokens += 1
+            seq.stream.put(outcome.event)
+        if outcome.finish == "error":
+            self._fail(seq, outcome.error)
+        elif outcome.finish:
+            self._finish(seq, outcome.finish, flush=outcome.flush)
 
     def _fail(self, seq: Sequence, message: str) -> None:
         log.warning("request %s failed: %s", seq.id, message)
@@ -353,20 +289,9 @@ class Engine:
     def _finish(self, seq: Sequence, reason: str, error: str | None = None, flush: bool = True) -> None:
         if seq.status is Status.FINISHED:
             return
-        seq.stats.finished_at = time.perf_counter()
-        seq.stats.generated_tokens = len(seq.generated)
-        tail = ""
-        if flush:
-            tail, stopped = seq.stops.feed(seq.utf8.flush())
-            if not stopped:
-                tail += seq.stops.flush()
+        tail = seq.end(flush)
         self.scheduler.finish(seq)
-        if seq.sampler is not None:
-            seq.sampler.close()
-            seq.sampler = None
         with self._lock:
             self._live.pop(seq.id, None)
-        st = seq.stats
-        self.recent.append(FinishedRequest(seq.id, seq.request.source, reason, st.prompt_tokens, st.cached_tokens,
-                                           st.generated_tokens, st.ttft_s, st.decode_tok_s, time.time()))
+        self.recent.append(FinishedRequest.of(seq.id, seq.request.source, reason, seq.stats))
         seq.stream.put(FinishEvent(reason, tail, seq.stats, error))

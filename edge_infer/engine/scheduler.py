@@ -1,4 +1,4 @@
-"""Which sequences get a slot, and which tokens go into the next batch.
+"""Which sequences get a slot, which tokens go into the next batch, which sequences end.
 
 Pure bookkeeping (no llama.cpp calls) so its decisions can be unit-tested with fakes.
 A slot is a llama.cpp sequence id; it remembers the tokens its KV cache holds so a new
@@ -11,6 +11,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
+from edge_infer.engine.postprocess import Outcome, Sampled, Vocab, postprocess_token
 from edge_infer.engine.sequence import Sequence, Status
 
 _tick = itertools.count()
@@ -54,6 +55,7 @@ class BatchItem:
     tokens: list[int]
     pos: int
     wants_logits: bool  # last prompt token or a decode token: sample after decode
+    row: int = -1       # the logits row of its last token, set by ModelRunner.decode
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -73,9 +75,11 @@ class Admission:
 
 
 class Scheduler:
-    def __init__(self, n_slots: int, n_batch: int, share_prefixes: bool = False):
+    def __init__(self, n_slots: int, n_batch: int, share_prefixes: bool = False,
+                 n_ctx_seq: int | None = None):
         self.slots = [Slot(i) for i in range(n_slots)]
         self.n_batch = n_batch
+        self.n_ctx_seq = n_ctx_seq  # tokens one sequence may hold (None: no limit)
         # Share a prefix held by another slot (llama.cpp's seq_cp: in one unified KV buffer
         # the cells are tagged with both sequences, nothing is copied). Requests with the same
         # system prompt then evaluate it once, and a free slot's own history survives.
@@ -150,6 +154,23 @@ class Scheduler:
                 budget -= n
         return items
 
+    def decoded(self, items: list[BatchItem]) -> list[BatchItem]:
+        """Record a decode that succeeded: the slots cache these tokens, and a prompt evaluated
+        to its end starts generating. Returns the items whose logits are sampled now."""
+        to_sample = []
+        for it in items:
+            self.slots[it.seq.slot].extend(it.tokens)
+            it.seq.n_past += len(it.tokens)
+            if it.wants_logits:
+                it.seq.status = Status.DECODE
+                to_sample.append(it)
+        return to_sample
+
+    def postprocess(self, sampled: list[Sampled], vocab: Vocab) -> list[Outcome]:
+        """Give each sequence its sampled token and decide which ones end (postprocess.py).
+        The engine streams the events and finishes those, which frees their slots."""
+        return [postprocess_token(s, vocab, self.n_ctx_seq) for s in sampled]
+
     def finish(self, seq: Sequence) -> None:
         seq.status = Status.FINISHED
         if seq in self.running:
@@ -157,6 +178,10 @@ class Scheduler:
         if seq.slot >= 0 and self.slots[seq.slot].seq is seq:
             self.slots[seq.slot].seq = None
 
-    def remove_waiting(self, seq: Sequence) -> None:
-        if seq in self.waiting:
+    def take_dropped(self, now: float) -> list[Sequence]:
+        """Sequences to end before the next step (cancelled, abandoned, past their deadline):
+        waiting ones leave the queue here, running ones keep their slot until finish()."""
+        waiting = [s for s in self.waiting if s.dropped(now)]
+        for seq in waiting:
             self.waiting.remove(seq)
+        return waiting + [s for s in self.running if s.dropped(now)]

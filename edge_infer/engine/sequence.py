@@ -58,5 +58,24 @@ class Sequence:
     def prefill_left(self) -> int:
         return len(self.prompt) - self.n_past
 
+    def dropped(self, now: float) -> bool:
+        """Cancelled by its caller, ended by the watchdog, or past its deadline."""
+        return self.cancelled or self.abandoned or now > self.deadline
+
+    def end(self, flush: bool = True) -> str:
+        """Stamp its end and free its sampler. Returns the text still held back (a split
+        character, a partial stop string) when flushing, else ""."""
+        self.stats.finished_at = time.perf_counter()
+        self.stats.generated_tokens = len(self.generated)
+        tail = ""
+        if flush:
+            tail, stopped = self.stops.feed(self.utf8.flush())
+            if not stopped:
+                tail += self.stops.flush()
+        if self.sampler is not None:
+            self.sampler.close()
+            self.sampler = None
+        return tail
+
     def __repr__(self) -> str:
         return f"<Sequence {self.id} {self.status.value} slot={self.slot} past={self.n_past}>"

@@ -1,47 +1,56 @@
 """Build an EngineSnapshot from a running engine, from any thread.
 
-Reads engine-thread state without stopping it: lists are copied first (atomic in
-CPython), so a snapshot may be a step old but is never torn.
+Reads engine-thread state without stopping it, through the engine's public surface
+(scheduler, live_sequences(), stats): lists are copied first (atomic in CPython), so a
+snapshot may be a step old but is never torn.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-
 import psutil
 
 from edge_infer.engine.scheduler import cells_in_use
 from edge_infer.engine.sequence import Sequence, Status
-from edge_infer.engine.stats import EngineSnapshot, RequestSnapshot, decode_rate, percentile
+from edge_infer.engine.stats import EngineSnapshot, RequestSnapshot, decode_rate
 
 
 def build_snapshot(engine) -> EngineSnapshot:
-    sched = engine.scheduler
+    """`engine`: an Engine (not imported here: it imports this module)."""
+    sched, stats = engine.scheduler, engine.stats
     running, waiting = list(sched.running), list(sched.waiting)
-    with engine._lock:
-        inbox_only = [s for s in engine._live.values() if s.status is Status.WAITING and s not in waiting]
+    # Submitted, not yet taken from the inbox by the engine thread.
+    inbox_only = [s for s in engine.live_sequences() if s.status is Status.WAITING and s not in waiting]
     reqs = tuple(RequestSnapshot(
         id=s.id, source=s.request.source, state=s.status.value, slot=s.slot,
         prompt_tokens=len(s.prompt), cached_tokens=s.stats.cached_tokens,
         generated_tokens=len(s.generated), decode_tok_s=round(_live_rate(s), 1))
         for s in running + waiting + inbox_only)
-    try:
-        rss = engine._proc.memory_info().rss
-    except psutil.Error:
-        rss = 0
-    totals, ttfts = engine._totals, list(engine._ttfts)
     return EngineSnapshot(
         model=engine.name, n_slots=len(sched.slots),
         slots_busy=sum(1 for sl in sched.slots if sl.seq is not None),
         running=len(running), queued=len(waiting) + len(inbox_only),
         kv_cells_used=cells_in_use(sched.slots),
-        kv_cells_total=engine.ctx.n_ctx, rss_bytes=rss, weights_bytes=engine.model.size_bytes,
-        kv_bytes=engine.kv_bytes, requests_total=totals["requests"],
-        prompt_tokens_total=totals["prompt"], prompt_eval_tokens_total=totals["prompt_eval"],
-        generated_tokens_total=totals["generated"],
-        decode_tok_s=round(engine._decode_rate.rate(), 1), prefill_tok_s=round(engine._prefill_rate.rate(), 1),
-        ttft_p50_s=percentile(ttfts, 0.5), ttft_p95_s=percentile(ttfts, 0.95),
+        kv_cells_total=engine.ctx.n_ctx, rss_bytes=_rss_bytes(), weights_bytes=engine.model.size_bytes,
+        kv_bytes=engine.kv_bytes, requests_total=stats.requests,
+        prompt_tokens_total=stats.prompt_tokens, prompt_eval_tokens_total=stats.prompt_eval_tokens,
+        generated_tokens_total=stats.generated_tokens,
+        decode_tok_s=round(stats.decode_rate.rate(), 1), prefill_tok_s=round(stats.prefill_rate.rate(), 1),
+        ttft_p50_s=stats.ttft_percentile(0.5), ttft_p95_s=stats.ttft_percentile(0.95),
         requests=reqs)
+
+
+@functools.cache
+def _this_process() -> psutil.Process:
+    return psutil.Process()
+
+
+def _rss_bytes() -> int:
+    try:
+        return _this_process().memory_info().rss
+    except psutil.Error:
+        return 0
 
 
 def _live_rate(seq: Sequence) -> float:

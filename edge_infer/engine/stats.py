@@ -115,6 +115,42 @@ class RateMeter:
             self._events.popleft()
 
 
+@dataclass
+class EngineStats:
+    """Totals since the engine started, the TTFT window and the token rates.
+
+    Only the engine thread writes it; snapshot() reads it from any thread (ints are read
+    whole, the window is copied first), so a reading may be a step old but never torn.
+    """
+    requests: int = 0             # taken from the inbox
+    prompt_tokens: int = 0        # of requests that got a slot
+    prompt_eval_tokens: int = 0   # of those, evaluated (not reused from the KV cache)
+    generated_tokens: int = 0
+    ttfts: deque[float] = field(default_factory=lambda: deque(maxlen=100))  # seconds, newest last
+    decode_rate: RateMeter = field(default_factory=RateMeter)
+    prefill_rate: RateMeter = field(default_factory=RateMeter)
+
+    def started(self, prompt_tokens: int, cached_tokens: int) -> None:
+        self.prompt_tokens += prompt_tokens
+        self.prompt_eval_tokens += prompt_tokens - cached_tokens
+
+    def first_token(self, request: RequestStats, now: float) -> None:
+        """Time a request's first token, once: into its own stats and the TTFT window."""
+        if not request.first_token_at:
+            request.first_token_at = now
+            self.ttfts.append(request.ttft_s)
+
+    def stepped(self, n_prefill: int, n_decode: int, now: float) -> None:
+        """Tokens one decode evaluated: prompt tokens, and one per generating sequence."""
+        if n_prefill:
+            self.prefill_rate.add(n_prefill, now)
+        if n_decode:
+            self.decode_rate.add(n_decode, now)
+
+    def ttft_percentile(self, q: float) -> float:
+        return percentile(list(self.ttfts), q)
+
+
 @dataclass(frozen=True)
 class FinishedRequest:
     """One line of the engine's recent history (the Server tab's request log reads it)."""
@@ -127,3 +163,8 @@ class FinishedRequest:
     ttft_s: float
     decode_tok_s: float
     finished_at: float  # time.time()
+
+    @classmethod
+    def of(cls, request_id: str, source: str, reason: str, st: RequestStats) -> "FinishedRequest":
+        return cls(request_id, source, reason, st.prompt_tokens, st.cached_tokens, st.generated_tokens,
+                   st.ttft_s, st.decode_tok_s, time.time())

@@ -1,0 +1,56 @@
+"""One step on the model, as nano-vllm's ModelRunner: fill the llama_batch, llama_decode,
+sample the rows whose logits were asked for.
+
+The llama.cpp calls of a step live here; what each token means for its sequence (append,
+stop, finish) is the scheduler's post-processing. Only the engine thread calls it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edge_infer.engine.llama import LlamaBatch, LlamaContext, LlamaModel
+from edge_infer.engine.postprocess import Sampled
+from edge_infer.engine.scheduler import BatchItem
+from edge_infer.engine.sequence import Sequence
+
+
+class ModelRunner:
+    def __init__(self, model: LlamaModel, ctx: LlamaContext, n_batch: int):
+        self.model, self.ctx = model, ctx
+        self.batch = LlamaBatch(n_batch)
+
+    def decode(self, items: list[BatchItem]) -> str | None:
+        """One llama_decode over the items (each learns its logits row). None, or what failed."""
+        batch = self.batch
+        batch.clear()
+        for it in items:
+            last = len(it.tokens) - 1
+            for j, tok in enumerate(it.tokens):
+                it.row = batch.add(tok, it.pos + j, it.seq.slot, it.wants_logits and j == last)
+        rc = self.ctx.decode(batch)
+        if rc == 0:
+            return None
+        return "the KV cache is full" if rc == 1 else f"llama_decode returned {rc}"
+
+    def sample(self, seq: Sequence, row: int) -> Sampled:
+        forced = seq.request.forced_tokens
+        if forced is not None:
+            token = forced[len(seq.generated)]
+        elif seq.params.grammar:  # None when the grammar allows nothing
+            token = seq.sampler.sample_checked(self.ctx, row, self.model.n_vocab)
+        else:
+            token = seq.sampler.sample(self.ctx, row)
+        if token is None:
+            return Sampled(seq, None)
+        return Sampled(seq, token, self.logprobs(row) if seq.request.capture_logprobs else None)
+
+    def logprobs(self, row: int) -> np.ndarray:
+        """Log-softmax of one row's logits over the whole vocabulary."""
+        logits = np.ctypeslib.as_array(self.ctx.logits_ptr(row), shape=(self.model.n_vocab,))
+        x = logits.astype(np.float64)
+        x -= x.max()
+        return (x - np.log(np.exp(x).sum())).astype(np.float32)
+
+    def close(self) -> None:
+        self.batch.close()

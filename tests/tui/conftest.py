@@ -28,6 +28,19 @@ async def wait_for(pilot, condition, timeout=60.0):
         await asyncio.sleep(0)
 
 
+def toasts(app, title: str | None = None) -> list[str]:
+    """The notifications on screen now, oldest first, as the user reads them: "title\nmessage"
+    (the message alone when it has no title); with `title`, the messages of the toasts with that
+    title. Toasts leave when their timeout ends: wait for one with `wait_for` while it is shown.
+    The app must run with `run_test(notifications=True)`: Textual's tests show no toasts otherwise."""
+    if not app.screen.query("ToastRack"):
+        raise AssertionError("no toasts on this screen: run the app with run_test(notifications=True)")
+    shown = [str(toast.render()) for toast in app.screen.query("Toast")]
+    if title is None:
+        return shown
+    return [text[len(title) + 1:] for text in shown if text.startswith(title + "\n")]
+
+
 from tests.store.conftest import SMOL_FILE, SMOL_REPO, hub  # noqa: E402,F401  (the local fake hub)
 
 

@@ -1,11 +1,11 @@
 """The Chat tab in a real (headless) terminal with the real SmolLM2."""
 
-from textual.widgets import Input, ListView, TabbedContent
+from textual.widgets import Input, Label, ListView, Markdown, Static, TabbedContent
 
 from edge_infer.tui.conversations import ConversationStore
 from edge_infer.tui.widgets.chat import ChatPane, MessageView
 
-from .conftest import wait_for
+from .conftest import toasts, wait_for
 
 
 async def send(pilot, text):
@@ -70,14 +70,21 @@ async def test_conversations_persist_and_restore(make_app, tmp_path):
         await pilot.press("ctrl+n")
         await send(pilot, "Second chat here.")
         await wait_for(pilot, lambda: chat.stream is None and len(app.query(MessageView)) == 2)
-    # A new app on the same store restores both, newest first, with their messages.
+    # A new app on the same store lists both, newest first; picking the older one shows its messages.
     again = make_app(store=store, load=False)
     async with again.run_test(size=(100, 30)) as pilot:
-        chat = again.query_one(ChatPane)
-        assert [c.title for c in chat.conversations] == ["Second chat here.", "Say hello."]
-        assert len(again.query_one("#conv-list", ListView).children) == 2
-        old = next(c for c in chat.conversations if c.id == first_id)
-        assert [m.role for m in old.messages] == ["user", "assistant"] and old.messages[1].content
+        await pilot.pause()
+        assert [str(label.render()) for label in again.query("#conv-list Label")] == ["Second chat here.", "Say hello."]
+        again.query_one("#conv-list", ListView).focus()
+        await pilot.press("down", "enter")
+        title = again.query_one("#chat-title", Static)
+        await wait_for(pilot, lambda: str(title.render()).startswith("Say hello."))
+        assert again.query_one(ChatPane).current.id == first_id
+        await wait_for(pilot, lambda: len(again.query(MessageView)) == 2)
+        views = list(again.query(MessageView))
+        assert [str(v.query_one(".role", Label).render()) for v in views] == ["You", "Assistant"]
+        assert views[0].query_one(Markdown).source == "Say hello."
+        assert views[1].query_one(Markdown).source.strip()
 
 
 async def test_follow_up_reuses_the_conversation_prefix(make_app):
@@ -96,11 +103,10 @@ async def test_follow_up_reuses_the_conversation_prefix(make_app):
 
 async def test_a_prompt_over_the_context_is_a_notification_and_nothing_is_lost(make_app):
     app = make_app()
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.host.ready)
         long = "word " * 1500
         await send(pilot, long)
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: any("context holds" in m for m in toasts(app, "Cannot send")))
         assert app.query_one("#prompt", Input).value == long.strip()
         assert len(app.query(MessageView)) == 0
-        assert any("context holds" in str(n.message) for n in app._notifications)

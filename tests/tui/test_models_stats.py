@@ -5,7 +5,7 @@ from textual.widgets import DataTable, Input, Static
 from edge_infer.tui.screens.load_model import LoadModelScreen
 from edge_infer.tui.widgets.chat import ChatPane
 
-from .conftest import wait_for
+from .conftest import toasts, wait_for
 from .test_chat import send
 
 
@@ -44,9 +44,9 @@ async def test_bad_model_is_a_notification_not_a_crash(make_app, tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"not a model at all")
     app = make_app(load=False)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         app.load_model(str(bad), EngineSettings(ctx=512, parallel=1))
-        await wait_for(pilot, lambda: any("GGUF" in str(n.message) for n in app._notifications))
+        await wait_for(pilot, lambda: any("GGUF" in m for m in toasts(app, "Cannot load model")))
         assert not app.host.ready and app.is_running
 
 

@@ -1,25 +1,23 @@
 """The Models tab against the local fake hub and a temporary store: search, quant levels,
 downloads that survive tab switches and app restarts, quantize, delete, the ladder chart."""
 
+import io
 import json
-from types import SimpleNamespace
 
-from textual.widgets import Button, DataTable, TabbedContent
+from rich.console import Console
+from textual.widgets import Button, DataTable, Static, TabbedContent
 
+from edge_infer.config import EngineSettings
 from edge_infer.tui.screens.dialogs import ConfirmScreen
 from edge_infer.tui.screens.quantize import QuantizeScreen
 from edge_infer.tui.widgets.downloads import DownloadRow
 
-from .conftest import SMOL_REPO, wait_for
+from .conftest import SMOL_REPO, toasts, wait_for
 
 
 def labels(app):
     table = app.query_one("#installed", DataTable)
     return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
-
-
-def notes(app):
-    return " | ".join(str(n.message) for n in app._notifications)
 
 
 async def open_hub(pilot):
@@ -54,11 +52,11 @@ async def test_search_lists_quant_levels_with_verdicts(make_app, tui_hub):
 async def test_unreachable_hub_is_a_notification(make_app, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     app = make_app(load=False)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await open_hub(pilot)
         app.query_one("#hub-query").value = "smollm2"
         app.query_one("#hub-search", Button).press()
-        await wait_for(pilot, lambda: "Hub search failed" in [n.title for n in app._notifications], timeout=30)
+        await wait_for(pilot, lambda: toasts(app, "Hub search failed"), timeout=30)
         assert app.is_running
 
 
@@ -84,7 +82,7 @@ async def test_download_shows_progress_survives_tab_switches_and_installs(make_a
 
 
 async def test_download_cut_by_quitting_resumes_at_the_next_start(make_app, tui_hub, edge_home):
-    from edge_infer.store.download import list_partials
+    from edge_infer.store.partials import list_partials
     from edge_infer.store.store import ModelStore
 
     tui_hub.throttle = 8 * 2**20
@@ -121,12 +119,12 @@ async def test_download_cut_by_quitting_resumes_at_the_next_start(make_app, tui_
 
 
 async def test_stop_keeps_the_bytes_resume_finishes_and_discard_deletes(make_app, tui_hub):
-    from edge_infer.store.download import list_partials
+    from edge_infer.store.partials import list_partials
     from edge_infer.store.store import ModelStore
 
     tui_hub.throttle = 8 * 2**20
     app = make_app(load=False)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await list_repo(pilot)
         panel = app.query_one("#downloads")
         panel.start(SMOL_REPO, "Q4_1")
@@ -155,13 +153,13 @@ async def test_stop_keeps_the_bytes_resume_finishes_and_discard_deletes(make_app
         await wait_for(pilot, lambda: other.state == "paused", timeout=30)
         other.query_one(".download-discard", Button).press()
         await wait_for(pilot, lambda: not list_partials(ModelStore().root) and other not in panel.rows())
-        assert "Discarded" in notes(app)
+        await wait_for(pilot, lambda: f"Discarded the partial download of {SMOL_REPO}:Q8_0." in toasts(app))
         assert labels(app) == [f"{SMOL_REPO}:Q4_1"]
 
 
 async def test_quantize_from_the_tab_adds_an_entry_and_refusals_are_notifications(make_app, smol_store):
     app = make_app(load=False)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await pilot.press("f2")
         await pilot.pause()
         assert labels(app) == ["smollm2:Q4_1"]
@@ -175,21 +173,22 @@ async def test_quantize_from_the_tab_adds_an_entry_and_refusals_are_notification
             await pilot.pause()
 
         await ask(allow=False)  # Q4_1 -> Q8_0 goes up in precision: the store refuses
-        await wait_for(pilot, lambda: "refusing to quantize" in notes(app))
+        await wait_for(pilot, lambda: any("refusing to quantize" in m for m in toasts(app, "Quantize")))
         assert labels(app) == ["smollm2:Q4_1"]
         await ask(allow=True)
         await wait_for(pilot, lambda: "smollm2:Q8_0" in labels(app), timeout=180)
-        assert "Made smollm2:Q8_0" in notes(app)
+        await wait_for(pilot, lambda: any("Made smollm2:Q8_0" in m for m in toasts(app, "Quantize")))
 
 
 async def test_delete_asks_and_refuses_the_loaded_model(make_app, smol_store):
     app = make_app(load=False)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await pilot.press("f2")
         await pilot.pause()
-        app.host.adopt(SimpleNamespace(close=lambda: None), smol_store.path, name=smol_store.label)
+        app.load_model(str(smol_store.path), EngineSettings(ctx=256, parallel=1, n_threads=2), name=smol_store.label)
+        await wait_for(pilot, lambda: f"{smol_store.label} is ready." in toasts(app))
         app.query_one("#delete-model", Button).press()
-        await wait_for(pilot, lambda: "is loaded" in notes(app))
+        await wait_for(pilot, lambda: f"{smol_store.label} is loaded: load another model first." in toasts(app))
         assert not isinstance(app.screen, ConfirmScreen)
         app.host.unload()
         app.query_one("#delete-model", Button).press()
@@ -197,6 +196,7 @@ async def test_delete_asks_and_refuses_the_loaded_model(make_app, smol_store):
         app.screen.query_one("#yes", Button).press()
         await wait_for(pilot, lambda: labels(app) == [])
         assert not smol_store.path.parent.exists()
+        await wait_for(pilot, lambda: any(t.startswith(f"Deleted {smol_store.label} (") for t in toasts(app)))
 
 
 async def test_ladder_chart_shows_a_saved_ladder(make_app, smol_store):
@@ -219,5 +219,14 @@ async def test_ladder_chart_shows_a_saved_ladder(make_app, smol_store):
         await pilot.pause()
         table = app.query_one("#ladder-table", DataTable)
         assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)] == ["Q4_1", "Q8_0"]
-        bars = app.query_one("#ladder-bars").render()
-        assert bars is not None
+        # The bars as the user reads them: one line per level, smallest file first, each bar
+        # scaled to the largest value of its column.
+        console = Console(width=100, record=True, file=io.StringIO())
+        console.print(app.query_one("#ladder-bars", Static).content)
+        lines = [line.split() for line in console.export_text().splitlines() if line.strip()]
+        assert lines[0] == ["size", "decode", "tok/s", "perplexity"]
+        q4, q8 = lines[1], lines[2]
+        assert q4[0] == "Q4_1" and q8[0] == "Q8_0"
+        assert q4[4:6] == ["█" * 18, "120.0"] and q4[6:8] == ["█" * 18, "18.50"]
+        assert q8[1] == "█" * 18 and q8[4:6] == ["█" * 14 + "░" * 4, "90.0"]
+        assert q4[1:4] == ["█" * 12 + "░" * 6, "93.5", "MiB"]  # 98 MB of the largest, 145 MB

@@ -169,3 +169,16 @@ def make_wheel():
 @pytest.fixture
 def make_tiny_catalog():
     return write_tiny_catalog
+
+
+def pytest_collection_finish(session):
+    # The desktop binary builds in the background while the other tests run.
+    from tests.packaging.conftest import start_build_if_needed
+
+    start_build_if_needed(session.items)
+
+
+def pytest_sessionfinish(session):
+    from tests.packaging.conftest import stop_build
+
+    stop_build()  # a run stopped early (-x, Ctrl-C) leaves no build behind

@@ -1,13 +1,19 @@
-"""Build the desktop binary once per session (only when a source file is newer than it)."""
+"""Build the desktop binary once per session (only when a source file is newer than it).
+
+The build (a minute or more, one core) starts in the background as soon as collection
+shows packaging tests are selected, so it overlaps the tests that run before them;
+the `binary` fixture waits for it."""
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / "dist" / "edge-infer"
+_build: dict = {}
 
 
 def _newest_source() -> float:
@@ -16,15 +22,38 @@ def _newest_source() -> float:
     return max(f.stat().st_mtime for f in files if f.is_file())
 
 
+def _stale() -> bool:
+    return not BINARY.exists() or BINARY.stat().st_mtime < _newest_source()
+
+
+def start_build_if_needed(items) -> None:
+    """Called from tests/conftest.py's pytest_collection_finish."""
+    if os.environ.get("EDGE_INFER_BINARY") or _build or not _stale():
+        return
+    if not any(Path(str(item.fspath)).is_relative_to(ROOT / "tests" / "packaging") for item in items):
+        return
+    _launch()
+
+
 @pytest.fixture(scope="session")
 def binary() -> Path:
     if os.environ.get("EDGE_INFER_BINARY"):
         return Path(os.environ["EDGE_INFER_BINARY"])
-    if not BINARY.exists() or BINARY.stat().st_mtime < _newest_source():
-        r = subprocess.run([str(ROOT / "packaging" / "build.sh")], cwd=ROOT, capture_output=True, text=True,
-                           timeout=1200)
-        assert r.returncode == 0, f"PyInstaller build failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    if "proc" not in _build and _stale():
+        _launch()
+    if "proc" in _build:
+        proc, log = _build["proc"], _build["log"]
+        rc = proc.wait(timeout=1200)
+        log.seek(0)
+        assert rc == 0, f"PyInstaller build failed:\n{log.read()[-6000:]}"
     return BINARY
+
+
+def _launch() -> None:
+    log = tempfile.TemporaryFile(mode="w+")
+    _build["log"] = log
+    _build["proc"] = subprocess.Popen([str(ROOT / "packaging" / "build.sh")], cwd=ROOT, stdout=log,
+                                      stderr=subprocess.STDOUT, text=True)
 
 
 @pytest.fixture
@@ -33,3 +62,10 @@ def clean_env(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     return {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm-256color"}
+
+
+def stop_build() -> None:
+    proc = _build.get("proc")
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        proc.wait(timeout=30)

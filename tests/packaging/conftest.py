@@ -30,6 +30,8 @@ def start_build_if_needed(items) -> None:
     """Called from tests/conftest.py's pytest_collection_finish."""
     if os.environ.get("EDGE_INFER_BINARY") or _build or not _stale():
         return
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker collects: the one that runs it builds
+        return
     if not any(Path(str(item.fspath)).is_relative_to(ROOT / "tests" / "packaging") for item in items):
         return
     _launch()

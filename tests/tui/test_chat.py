@@ -68,6 +68,7 @@ async def test_conversations_persist_and_restore(make_app, tmp_path):
         await wait_for(pilot, lambda: len(app.query(MessageView)) == 2 and chat.stream is None)
         first_id = chat.current.id
         await pilot.press("ctrl+n")
+        chat.current.sampling.update(max_tokens=8)  # a reply of up to 256 sampled tokens took 20 s
         await send(pilot, "Second chat here.")
         await wait_for(pilot, lambda: chat.stream is None and len(app.query(MessageView)) == 2)
     # A new app on the same store lists both, newest first; picking the older one shows its messages.

@@ -28,6 +28,8 @@ class EngineSettings:
     # "auto" lets llama.cpp use flash attention where the backend supports it. On the
     # 2-core CPU it took SmolLM2 from 106 to 122 tok/s alone and 168 to 203 with 8 sequences.
     flash_attn: str = "auto"    # auto | on | off
+    cache_type_k: str = "f16"   # KV cache element types: f16 | bf16 | q8_0 | q4_0 (plan/kv_types.py)
+    cache_type_v: str = "f16"   # a quantized V cache needs flash attention
     queue_size: int = 64        # requests waiting beyond the slots; more are refused
     # Every request ends: one that is still queued or generating this many seconds after it
     # was submitted is finished with an error and its slot freed (0 = no deadline).

@@ -16,6 +16,7 @@ from collections import deque
 from pathlib import Path
 
 from edge_infer.config import EngineSettings
+from edge_infer.plan.kv_types import check_kv_types, ggml_type
 from edge_infer.engine.llama import ContextParams, LlamaContext, LlamaModel, capture_log
 from edge_infer.engine.load_report import kv_bytes_reported
 from edge_infer.engine.postprocess import Outcome
@@ -38,6 +39,7 @@ class Engine:
     def __init__(self, model_path: str | Path, settings: EngineSettings | None = None,
                  name: str | None = None):
         self.settings = s = settings or EngineSettings.from_env()
+        check_kv_types(s.cache_type_k, s.cache_type_v, s.flash_attn)  # before llama.cpp sees them
         # Validate the file ourselves first: llama.cpp aborts the process on some bad files.
         self.info = read_model_info(model_path)
         self.name = name or Path(model_path).stem
@@ -46,7 +48,8 @@ class Engine:
             self.ctx = LlamaContext(self.model, ContextParams(
                 n_ctx=s.ctx * s.parallel, n_seq_max=s.parallel, n_batch=s.n_batch,
                 n_threads=s.n_threads, kv_unified=s.kv_unified, swa_full=s.swa_full,
-                flash_attn=s.flash_attn))
+                flash_attn=s.flash_attn, type_k=ggml_type(s.cache_type_k),
+                type_v=ggml_type(s.cache_type_v)))
         self.load_log = load_log  # llama.cpp's own report of its buffers
         self.backend = self.model.backend
         self.kv_bytes = kv_bytes_reported(load_log)

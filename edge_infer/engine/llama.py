@@ -171,6 +171,8 @@ class ContextParams:
     kv_unified: bool = False
     swa_full: bool = False
     flash_attn: str = "auto"  # auto | on | off
+    type_k: int = 1           # ggml type ids of the KV cache (1 = f16; plan/kv_types.py)
+    type_v: int = 1
 
 
 class LlamaContext:
@@ -186,6 +188,7 @@ class LlamaContext:
         params.n_threads_batch = p.n_threads
         params.kv_unified = p.kv_unified
         params.swa_full = p.swa_full
+        params.type_k, params.type_v = p.type_k, p.type_v
         params.flash_attn_type = {"on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
                                   "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED}.get(
                                       p.flash_attn, llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO)

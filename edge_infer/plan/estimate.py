@@ -68,12 +68,14 @@ def _layer_kv_width(info: ModelInfo, il: int) -> int:
 def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int = 0,
                     kv_type_bytes: float = 2.0, swa_full: bool = False, n_batch: int = 512,
                     *, n_ubatch: int | None = None, kv_unified: bool = False,
-                    flash_attn: bool = False) -> MemoryEstimate:
+                    flash_attn: bool = False, k_type_bytes: float | None = None,
+                    v_type_bytes: float | None = None) -> MemoryEstimate:
     """Bytes llama.cpp will need for `parallel` sequences of `ctx` tokens each.
 
     n_ubatch defaults to n_batch (the engine decodes whole batches). n_gpu_layers
     counts like llama.cpp: the last N of the n_layer + 1 slots (the output layer is
     the extra slot) go to the GPU; negative = all. KV lives with its layer.
+    k_type_bytes / v_type_bytes (bytes per element, plan/kv_types.py) default to kv_type_bytes.
     """
     if ctx <= 0 or parallel <= 0:
         raise ValueError("ctx and parallel must be positive")
@@ -91,12 +93,18 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
     first_gpu = n_layer + 1 - slots
     output_on_gpu = slots > 0
 
+    kb = kv_type_bytes if k_type_bytes is None else k_type_bytes
+    vb = kv_type_bytes if v_type_bytes is None else v_type_bytes
+
+    def width(il: int) -> float:
+        return info.layer_head_count_kv[il] * (info.key_length * kb + info.value_length * vb)
+
     kv_layers = []
     for il in range(n_layer):
         cells = swa_cells if info.swa_layers[il] else full_cells
-        kv_layers.append(int(cells * _layer_kv_width(info, il) * kv_type_bytes))
+        kv_layers.append(int(cells * width(il)))
     kv_bytes = sum(kv_layers)
-    kv_per_token = int(sum(_layer_kv_width(info, il) * kv_type_bytes
+    kv_per_token = int(sum(width(il)
                            for il in range(n_layer) if swa_full or not info.swa_layers[il]))
 
     # Compute buffer (ggml graph scratch), worst case for one ubatch:

@@ -93,3 +93,11 @@ def test_max_context(smol):
 def test_rejects_nonsense(smol):
     with pytest.raises(ValueError):
         estimate_memory(smol, 0, 1)
+
+
+def test_k_and_v_type_bytes(smol):
+    f16 = estimate_memory(smol, 2048, 1).kv_bytes
+    q8 = estimate_memory(smol, 2048, 1, k_type_bytes=34 / 32, v_type_bytes=34 / 32).kv_bytes
+    half = estimate_memory(smol, 2048, 1, k_type_bytes=34 / 32).kv_bytes
+    assert q8 == pytest.approx(f16 * 17 / 32, rel=1e-6)
+    assert half == pytest.approx((f16 + q8) / 2, rel=1e-6)

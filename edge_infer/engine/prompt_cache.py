@@ -1,0 +1,104 @@
+"""A RAM cache of saved sequences (KV state bytes keyed by their tokens), LRU by bytes.
+
+A conversation that loses its slot leaves its KV here (--prompt-cache-mib); a follow-up
+turn whose prompt starts with those tokens restores them instead of evaluating them again.
+Pure Python: the bytes come from engine/kv_state.py, this only decides what to keep.
+Not thread-safe: the engine thread alone uses it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    tokens: tuple[int, ...]  # the tokens whose KV `data` holds, positions 0..len-1
+    data: bytes
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.data)
+
+
+@dataclass
+class CacheCounters:
+    entries: int = 0
+    bytes: int = 0
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+
+
+class PromptCache:
+    """Entries of (tokens, data) up to cap_bytes of data in all, least recently used out."""
+
+    def __init__(self, cap_bytes: int):
+        if cap_bytes < 0:
+            raise ValueError("cap_bytes must be >= 0")
+        self.cap_bytes = cap_bytes
+        # Oldest first; keyed by tokens, so a conversation saved twice keeps only the newer.
+        self._entries: OrderedDict[tuple[int, ...], CacheEntry] = OrderedDict()
+        self._bytes = 0
+        self.hits = self.misses = self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def counters(self) -> CacheCounters:
+        return CacheCounters(len(self._entries), self._bytes, self.hits, self.misses, self.evictions)
+
+    def put(self, tokens, data: bytes) -> bool:
+        """Store (tokens, data) as the most recent entry; False when it was not stored
+        (empty, or larger than the whole cap: it would only evict everything else)."""
+        tokens = tuple(tokens)
+        if not tokens or not data or len(data) > self.cap_bytes:
+            return False
+        old = self._entries.pop(tokens, None)
+        if old is not None:
+            self._bytes -= old.nbytes
+        # A shorter entry that this one extends is kept: a prompt that diverges after it
+        # can still use it.
+        while self._entries and self._bytes + len(data) > self.cap_bytes:
+            _, evicted = self._entries.popitem(last=False)
+            self._bytes -= evicted.nbytes
+            self.evictions += 1
+        entry = CacheEntry(tokens, bytes(data))
+        self._entries[tokens] = entry
+        self._bytes += entry.nbytes
+        return True
+
+    def take(self, prompt_tokens) -> CacheEntry | None:
+        """Remove and return the entry with the longest tokens that are a prefix of the
+        prompt (removed: once restored it lives in a slot again). None counts a miss."""
+        prompt = tuple(prompt_tokens)
+        best: CacheEntry | None = None
+        for entry in self._entries.values():
+            n = len(entry.tokens)
+            if n <= len(prompt) and (best is None or n > len(best.tokens)) \
+                    and prompt[:n] == entry.tokens:
+                best = entry
+        if best is None:
+            self.misses += 1
+            return None
+        del self._entries[best.tokens]
+        self._bytes -= best.nbytes
+        self.hits += 1
+        return best
+
+    def peek(self, prompt_tokens) -> int:
+        """Length of the longest cached prefix of the prompt (0: none); changes nothing."""
+        prompt = tuple(prompt_tokens)
+        return max((len(e.tokens) for e in self._entries.values()
+                    if len(e.tokens) <= len(prompt) and prompt[:len(e.tokens)] == e.tokens),
+                   default=0)
+
+    def clear(self) -> None:
+        """Drop every entry (the model or context changed: the bytes are invalid)."""
+        self._entries.clear()
+        self._bytes = 0

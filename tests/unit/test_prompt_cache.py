@@ -1,0 +1,34 @@
+"""PromptCache: LRU by bytes, longest-prefix take (fake data, no llama.cpp)."""
+
+from edge_infer.engine.prompt_cache import PromptCache
+
+
+def test_take_returns_and_removes_the_longest_prefix():
+    c = PromptCache(100)
+    c.put((1, 2), b"a" * 10)
+    c.put((1, 2, 3), b"b" * 10)
+    c.put((9,), b"c" * 10)
+    e = c.take([1, 2, 3, 4])
+    assert e.tokens == (1, 2, 3) and e.data == b"b" * 10
+    assert c.take([1, 2, 3, 4]).tokens == (1, 2)
+    assert c.take([1, 2, 3, 4]) is None
+    k = c.counters()
+    assert (k.entries, k.bytes, k.hits, k.misses) == (1, 10, 2, 1)
+
+
+def test_lru_eviction_by_bytes_and_oversized_entries():
+    c = PromptCache(25)
+    assert c.put((1,), b"x" * 10) and c.put((2,), b"x" * 10)
+    assert c.take([1]) is not None
+    c.put((1,), b"x" * 10)          # now (2,) is the oldest
+    c.put((3,), b"x" * 10)          # evicts (2,)
+    assert c.counters().evictions == 1 and c.peek([2]) == 0 and c.peek([1, 5]) == 1
+    assert not c.put((4,), b"x" * 26)
+    assert c.bytes == 20 and len(c) == 2
+
+
+def test_put_same_tokens_replaces():
+    c = PromptCache(100)
+    c.put((1,), b"x" * 10)
+    c.put((1,), b"y" * 20)
+    assert len(c) == 1 and c.bytes == 20 and c.take([1]).data == b"y" * 20

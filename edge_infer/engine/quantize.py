@@ -10,16 +10,15 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Callable
 
 from edge_infer.engine.llama import capture_log, init_backend
 from edge_infer.errors import QuantizeError
 from edge_infer.gguf import quant_types
 from edge_infer.gguf.info import read_model_info
+from edge_infer.gguf.widen import Progress
 
 # llama.cpp logs one line per tensor: "[  12/ 272]  blk.0.attn_q.weight - [ 576, 576, 1, 1], ..."
 _TENSOR_LINE = re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*\]\s+(\S+)")
-Progress = Callable[[int, int, str], object]   # (tensors done, tensors total, tensor name)
 
 
 def quantize_file(source: Path, dest: Path, target: str, *, threads: int | None = None,

@@ -15,7 +15,8 @@ from typing import Callable
 from edge_infer.errors import QuantizeError
 from edge_infer.gguf.info import read_model_info
 
-Progress = Callable[[int, int, str], object]   # (tensors done, tensors total, tensor name)
+# (tensors done, tensors total, tensor name): widening, quantizing and their progress bars share it
+Progress = Callable[[int, int, str], object]
 
 
 def widen_to_f16(source: Path, dest: Path, progress: Progress | None = None) -> Path:

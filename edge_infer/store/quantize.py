@@ -17,9 +17,8 @@ from typing import Callable
 from edge_infer.errors import QuantizeError
 from edge_infer.gguf import quant_types
 from edge_infer.gguf.info import read_model_info
-from edge_infer.gguf.widen import widen_to_f16
+from edge_infer.gguf.widen import Progress, widen_to_f16
 
-Progress = Callable[[int, int, str], object]   # (tensors done, tensors total, tensor name)
 # quantizer(source, dest, level, threads=, allow_requantize=, progress=) -> dest
 Quantizer = Callable[..., Path]
 

@@ -30,6 +30,12 @@ class EngineSettings:
     flash_attn: str = "auto"    # auto | on | off
     cache_type_k: str = "f16"   # KV cache element types: f16 | bf16 | q8_0 | q4_0 (plan/kv_types.py)
     cache_type_v: str = "f16"   # a quantized V cache needs flash attention
+    # The KV pool all slots share (llama.cpp's unified KV cache), as a memory budget:
+    # "256MiB", "1GiB", "8192cells"; a bare number is MiB. "" = the memory plan's default
+    # (plan/kv_pool.py). Sequences take cells as they grow; the scheduler admits and preempts.
+    kv_budget: str = ""
+    # RAM cache of KV states of conversations that lost their slot (0 = off).
+    prompt_cache_mib: int = 128
     queue_size: int = 64        # requests waiting beyond the slots; more are refused
     # Every request ends: one that is still queued or generating this many seconds after it
     # was submitted is finished with an error and its slot freed (0 = no deadline).

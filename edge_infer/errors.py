@@ -20,12 +20,12 @@ class ProvisionError(EdgeInferError):
 class ContextOverflowError(EdgeInferError):
     """A prompt that does not fit the context window."""
 
-    def __init__(self, prompt_tokens: int, n_ctx: int):
+    def __init__(self, prompt_tokens: int, n_ctx: int, remedy: str = "raise --ctx"):
         self.prompt_tokens = prompt_tokens
         self.n_ctx = n_ctx
         super().__init__(
             f"prompt is {prompt_tokens} tokens but the context holds {n_ctx} "
-            f"(at least one token must be left to generate); shorten the prompt or raise --ctx"
+            f"(at least one token must be left to generate); shorten the prompt or {remedy}"
         )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from edge_infer.config import EngineSettings
 from edge_infer.engine.sampling import SamplingParams
+from edge_infer.plan.kv_types import KV_TYPES
 
 
 def add_model_arg(p: argparse.ArgumentParser) -> None:
@@ -26,6 +27,14 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
     g.add_argument("--kv-split", dest="kv_unified", action="store_false", default=None,
                    help="give each slot its own KV buffer instead of one shared buffer")
     g.add_argument("--flash-attn", choices=["auto", "on", "off"], help="flash attention (default auto)")
+    g.add_argument("--cache-type-k", choices=KV_TYPES, help="KV cache type for keys (default f16)")
+    g.add_argument("--cache-type-v", choices=KV_TYPES,
+                   help="KV cache type for values (default f16; a quantized type needs flash attention)")
+    g.add_argument("--kv-budget", metavar="SIZE",
+                   help="KV pool shared by all slots: 256MiB, 1GiB or 8192cells (a bare number is MiB; "
+                        "default: the memory plan's)")
+    g.add_argument("--prompt-cache-mib", type=int, metavar="MIB",
+                   help="RAM kept for KV states of conversations that lost their slot (default 128; 0 = off)")
     g.add_argument("--request-timeout", type=int, metavar="S",
                    help="end any request still running S seconds after it was submitted (default 600; 0 = never)")
     g.add_argument("--stall-timeout", type=float, metavar="S",
@@ -48,7 +57,9 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
 def engine_settings(args, **overrides) -> EngineSettings:
     values = dict(ctx=args.ctx, parallel=args.parallel, n_threads=args.threads,
                   n_gpu_layers=args.n_gpu_layers, n_batch=args.n_batch, kv_unified=args.kv_unified,
-                  flash_attn=args.flash_attn, request_timeout=getattr(args, "request_timeout", None),
+                  flash_attn=args.flash_attn, cache_type_k=getattr(args, "cache_type_k", None),
+                  cache_type_v=getattr(args, "cache_type_v", None), kv_budget=getattr(args, "kv_budget", None),
+                  prompt_cache_mib=getattr(args, "prompt_cache_mib", None), request_timeout=getattr(args, "request_timeout", None),
                   stall_timeout=getattr(args, "stall_timeout", None))
     values.update(overrides)
     return EngineSettings.from_env(**values)

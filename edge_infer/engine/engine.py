@@ -16,20 +16,24 @@ from collections import deque
 from pathlib import Path
 
 from edge_infer.config import EngineSettings
+from edge_infer.plan.estimate import estimate_memory
+from edge_infer.plan.fit import engine_estimate_kwargs
 from edge_infer.plan.kv_types import check_kv_types, ggml_type
 from edge_infer.engine.llama import ContextParams, LlamaContext, LlamaModel, capture_log
 from edge_infer.engine.load_report import kv_bytes_reported
 from edge_infer.engine.postprocess import Outcome
 from edge_infer.engine.prompt import BadRequestError, Prompter
-from edge_infer.engine.runner import ModelRunner
+from edge_infer.engine.prompt_cache import PromptCache
+from edge_infer.engine.runner import KV_FULL, ModelRunner
 from edge_infer.engine.sampling import build_sampler
-from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler, Slot
+from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler
+from edge_infer.engine.slot_memory import SlotMemory
 from edge_infer.engine.sequence import Request, Sequence, Status
 from edge_infer.engine.snapshot import build_snapshot
 from edge_infer.engine.stats import EngineSnapshot, EngineStats, FinishedRequest
 from edge_infer.engine.stream import FinishEvent, RequestStream
 from edge_infer.engine.watchdog import StepClock, Watchdog
-from edge_infer.errors import ContextOverflowError, EngineClosedError, QueueFullError
+from edge_infer.errors import ContextOverflowError, EdgeInferError, EngineClosedError, QueueFullError
 from edge_infer.gguf.info import read_model_info
 
 log = logging.getLogger("edge_infer.engine")
@@ -43,27 +47,39 @@ class Engine:
         # Validate the file ourselves first: llama.cpp aborts the process on some bad files.
         self.info = read_model_info(model_path)
         self.name = name or Path(model_path).stem
+        if s.kv_budget and not s.kv_unified:
+            raise EdgeInferError("--kv-budget sizes the shared KV pool: drop --kv-split")
+        # The memory plan sizes the pool (--kv-budget, default two contexts): one source of
+        # truth for what `inspect`, the fit verdicts and llama.cpp get.
+        self.plan = estimate_memory(self.info, s.ctx, s.parallel, n_gpu_layers=s.n_gpu_layers,
+                                    **engine_estimate_kwargs(s))
         with capture_log() as load_log:
             self.model = LlamaModel(Path(model_path), n_gpu_layers=s.n_gpu_layers)
             self.ctx = LlamaContext(self.model, ContextParams(
-                n_ctx=s.ctx * s.parallel, n_seq_max=s.parallel, n_batch=s.n_batch,
+                n_ctx=self.plan.n_ctx, n_seq_max=s.parallel, n_batch=s.n_batch,
                 n_threads=s.n_threads, kv_unified=s.kv_unified, swa_full=s.swa_full,
                 flash_attn=s.flash_attn, type_k=ggml_type(s.cache_type_k),
                 type_v=ggml_type(s.cache_type_v)))
         self.load_log = load_log  # llama.cpp's own report of its buffers
         self.backend = self.model.backend
         self.kv_bytes = kv_bytes_reported(load_log)
-        # What one sequence may hold. With a unified KV cache llama.cpp would let one
-        # sequence take every cell; capping each at `ctx` means the cells never run out.
+        # What one sequence may hold: `ctx`, or the whole pool when it is smaller.
         self.n_ctx_seq = min(s.ctx, self.ctx.n_ctx_seq)
+        self.pool_cells = self.ctx.n_ctx if s.kv_unified else None
+        if self.n_ctx_seq < s.ctx:
+            log.warning("the KV pool holds %d cells, fewer than --ctx %d: each request is capped at %d",
+                        self.ctx.n_ctx, s.ctx, self.n_ctx_seq)
         self.prompts = Prompter(self.model, self.info.architecture)
         self.template = self.prompts.template
         self.runner = ModelRunner(self.model, self.ctx, s.n_batch)
         # Sharing cells between sequences needs one unified buffer; with sliding-window
         # layers a shared cell could not be recycled by the window, so those models keep
         # to per-slot reuse.
+        self.prompt_cache = PromptCache(s.prompt_cache_mib * 1024 * 1024)
         self.scheduler = Scheduler(s.parallel, s.n_batch, n_ctx_seq=self.n_ctx_seq,
-                                   share_prefixes=s.kv_unified and self.model.n_swa == 0)
+                                   share_prefixes=s.kv_unified and self.model.n_swa == 0,
+                                   pool_cells=self.pool_cells, cached_prefix=self.prompt_cache.peek)
+        self.memory = SlotMemory(self.ctx, self.scheduler, self.prompt_cache, self.model.n_swa)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._live: dict[str, Sequence] = {}  # submitted and not finished
@@ -92,7 +108,8 @@ class Engine:
         tokens = self.prompts.tokens_for(request)
         need = len(tokens) + len(request.forced_tokens or [])
         if len(tokens) >= self.n_ctx_seq or need > self.n_ctx_seq:
-            raise ContextOverflowError(need if request.forced_tokens else len(tokens), self.n_ctx_seq)
+            raise ContextOverflowError(need if request.forced_tokens else len(tokens), self.n_ctx_seq,
+                                       "raise --kv-budget" if self.n_ctx_seq < self.settings.ctx else "raise --ctx")
         try:
             sampler = None if request.forced_tokens is not None else build_sampler(self.model, request.sampling)
         except ValueError as exc:
@@ -226,43 +243,40 @@ class Engine:
                              error=f"the request ran past its deadline of {self.settings.request_timeout} s")
 
     def _start(self, admission: Admission) -> None:
-        """Reuse a cached prefix (the slot's own or a donor's) when llama.cpp holds all it needs."""
-        seq, slot, keep, donor = admission.seq, admission.slot, admission.keep, admission.donor
-        n_swa = self.model.n_swa
-        if donor is not None:
-            self._forget(slot)
-            self.ctx.seq_cp(donor.id, slot.id, 0, keep)
-            slot.share(donor, keep)
-        elif keep > 0 and n_swa > 0 and self.ctx.seq_pos_min(slot.id) > max(0, keep - n_swa):
-            keep = 0  # sliding-window cache already dropped positions the suffix attends to
-        if keep < len(slot.cached):
-            if self.ctx.seq_rm(slot.id, keep, -1):
-                slot.trim(keep)
-            else:
-                self._forget(slot)  # removing a whole sequence never fails
-                keep = 0
+        """Reuse a cached prefix (the slot's own, a donor's, the prompt cache's), then begin."""
+        seq = admission.seq
+        keep = self.memory.start(admission)
         seq.n_past = keep
+        if seq.resumed:
+            if seq.prefill_left == 0:  # all of it was still cached: decode on at once
+                seq.status = Status.DECODE
+            return
         p = seq.params
-        if seq.sampler is not None and p.penalized and not p.grammar:
+        if seq.sampler is not None and p.penalized and not p.grammar and not seq.primed:
             # Penalties see the end of the prompt too, as llama.cpp's server does, so a reply
             # does not parrot the question. (A grammar sampler must only see generated text.)
             for token in seq.prompt[-p.repeat_last_n:]:
                 seq.sampler.accept(token)
+        seq.primed = True
+        if seq.preemptions:
+            return  # preempted before its first token: its stats started already
         seq.stats.cached_tokens = keep
         seq.stats.started_at = time.perf_counter()
         self.stats.started(len(seq.prompt), keep)
 
-    def _forget(self, slot: Slot) -> None:
-        """Empty a slot's KV cells and its record of them (slot.cached mirrors the cache)."""
-        self.ctx.seq_rm(slot.id, -1, -1)
-        slot.trim(0)
-
     def _step(self, items: list[BatchItem]) -> None:
         """One step as in nano-vllm: (scheduled by the caller) decode -> sample -> postprocess."""
+        items = self.memory.make_room(items)
+        if not items:
+            return
         failed = self.runner.decode(items)
+        if failed == KV_FULL and len(self.scheduler.running) > 1:
+            # Our count of free cells was off (nothing was decoded): make room, retry next step.
+            self.memory.preempt_now()
+            return
         if failed:
             for it in items:
-                self._forget(self.scheduler.slots[it.seq.slot])
+                self.memory.reset_failed(self.scheduler.slots[it.seq.slot])
                 self._fail(it.seq, failed)
             return
         now = time.perf_counter()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class CacheEntry:
     tokens: tuple[int, ...]  # the tokens whose KV `data` holds, positions 0..len-1
-    data: bytes
+    data: bytes | bytearray
 
     @property
     def nbytes(self) -> int:
@@ -53,7 +53,7 @@ class PromptCache:
     def counters(self) -> CacheCounters:
         return CacheCounters(len(self._entries), self._bytes, self.hits, self.misses, self.evictions)
 
-    def put(self, tokens, data: bytes) -> bool:
+    def put(self, tokens, data: bytes | bytearray) -> bool:
         """Store (tokens, data) as the most recent entry; False when it was not stored
         (empty, or larger than the whole cap: it would only evict everything else)."""
         tokens = tuple(tokens)
@@ -68,7 +68,7 @@ class PromptCache:
             _, evicted = self._entries.popitem(last=False)
             self._bytes -= evicted.nbytes
             self.evictions += 1
-        entry = CacheEntry(tokens, bytes(data))
+        entry = CacheEntry(tokens, data)  # kept as given: a state can be tens of MB, no copy
         self._entries[tokens] = entry
         self._bytes += entry.nbytes
         return True

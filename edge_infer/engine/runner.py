@@ -15,6 +15,9 @@ from edge_infer.engine.scheduler import BatchItem
 from edge_infer.engine.sequence import Sequence
 
 
+KV_FULL = "the KV cache is full"  # llama_decode returned 1: nothing was decoded, retry with room
+
+
 class ModelRunner:
     def __init__(self, model: LlamaModel, ctx: LlamaContext, n_batch: int):
         self.model, self.ctx = model, ctx
@@ -31,7 +34,7 @@ class ModelRunner:
         rc = self.ctx.decode(batch)
         if rc == 0:
             return None
-        return "the KV cache is full" if rc == 1 else f"llama_decode returned {rc}"
+        return KV_FULL if rc == 1 else f"llama_decode returned {rc}"
 
     def sample(self, seq: Sequence, row: int) -> Sampled:
         forced = seq.request.forced_tokens

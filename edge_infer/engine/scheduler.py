@@ -3,6 +3,10 @@
 Pure bookkeeping (no llama.cpp calls) so its decisions can be unit-tested with fakes.
 A slot is a llama.cpp sequence id; it remembers the tokens its KV cache holds so a new
 request can reuse the longest common prefix (multi-turn chat skips its history).
+All slots share one pool of KV cells: a request is admitted only when its prompt fits
+beside what the running ones hold, and when a step needs more cells than are free the
+engine evicts idle slots' leftovers, then preempts the youngest running sequence
+(vLLM's policy); a preempted sequence waits at the head of the queue and resumes.
 """
 
 from __future__ import annotations
@@ -13,40 +17,12 @@ from dataclasses import dataclass, field
 
 from edge_infer.engine.postprocess import Outcome, Sampled, Vocab, postprocess_token
 from edge_infer.engine.sequence import Sequence, Status
+from edge_infer.engine.slots import Slot, cells_in_use, common_prefix
+
+__all__ = ["Admission", "BatchItem", "Scheduler", "Slot", "cells_in_use", "common_prefix", "SMALL_LOSS"]
 
 _tick = itertools.count()
 SMALL_LOSS = 256  # cached tokens not worth keeping a slot for (one flash-attention block)
-
-
-_cell_ids = itertools.count()
-
-
-@dataclass
-class Slot:
-    id: int
-    cached: list[int] = field(default_factory=list)  # tokens at positions 0..len-1 in the KV cache
-    # Which KV cell holds each of those positions, in our own numbering: a shared prefix
-    # shares numbers, so the distinct numbers over all slots count the cells in use.
-    cells: list[int] = field(default_factory=list)
-    seq: Sequence | None = None
-    last_used: int = 0
-
-    def extend(self, tokens: list[int]) -> None:
-        self.cached.extend(tokens)
-        self.cells.extend(itertools.islice(_cell_ids, len(tokens)))
-
-    def trim(self, n: int) -> None:
-        del self.cached[n:]
-        del self.cells[n:]
-
-    def share(self, donor: "Slot", n: int) -> None:
-        self.cached[:] = donor.cached[:n]
-        self.cells[:] = donor.cells[:n]
-
-
-def cells_in_use(slots: list[Slot]) -> int:
-    """KV cells holding something, shared ones once (safe from another thread: copies first)."""
-    return len(set().union(*(list(s.cells) for s in slots)))
 
 
 @dataclass
@@ -58,28 +34,25 @@ class BatchItem:
     row: int = -1       # the logits row of its last token, set by ModelRunner.decode
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 @dataclass
 class Admission:
     seq: Sequence
     slot: Slot
     keep: int                  # prompt tokens whose KV is reused (not evaluated again)
     donor: Slot | None = None  # another slot the first `keep` cells are shared from
+    restore: bool = False      # the first `keep` tokens come from the prompt cache
 
 
 class Scheduler:
     def __init__(self, n_slots: int, n_batch: int, share_prefixes: bool = False,
-                 n_ctx_seq: int | None = None):
+                 n_ctx_seq: int | None = None, pool_cells: int | None = None,
+                 cached_prefix=None):
         self.slots = [Slot(i) for i in range(n_slots)]
         self.n_batch = n_batch
         self.n_ctx_seq = n_ctx_seq  # tokens one sequence may hold (None: no limit)
+        self.pool_cells = pool_cells  # KV cells all slots share (None: no limit)
+        # tokens -> length of the longest saved prefix in the prompt cache (0: none)
+        self.cached_prefix = cached_prefix or (lambda tokens: 0)
         # Share a prefix held by another slot (llama.cpp's seq_cp: in one unified KV buffer
         # the cells are tagged with both sequences, nothing is copied). Requests with the same
         # system prompt then evaluate it once, and a free slot's own history survives.
@@ -103,11 +76,17 @@ class Scheduler:
             free = [s for s in self.slots if s.seq is None]
             if not free:
                 break
-            seq = self.waiting.popleft()
-            limit = len(seq.prompt) - 1
+            seq = self.waiting[0]
+            tokens = seq.prefill_tokens
+            # A fresh prompt leaves its last token to evaluate (sampling needs its logits);
+            # a resumed sequence already has its next token, so all of it may be reused.
+            limit = len(tokens) if seq.resumed else len(tokens) - 1
+            if not self.fits(len(tokens)):
+                break  # first come, first served: nothing overtakes the head of the queue
+            self.waiting.popleft()
 
             # Each slot's reusable prefix, once per request (prompts and histories can be long).
-            reuse = {s.id: min(common_prefix(s.cached, seq.prompt), kept.get(s.id, limit), limit)
+            reuse = {s.id: min(common_prefix(s.cached, tokens), kept.get(s.id, limit), limit)
                      for s in self.slots}
             donor = None
             if self.share_prefixes:
@@ -128,14 +107,56 @@ class Scheduler:
             else:
                 best = max(free, key=lambda s: (reuse[s.id], -s.last_used))
                 keep = reuse[best.id]
+            saved = min(self.cached_prefix(tokens), limit)
+            restore = saved > keep
+            if restore:
+                keep, donor = saved, None
             best.seq = seq
             best.last_used = next(_tick)
             kept[best.id] = keep
             seq.slot = best.id
             seq.status = Status.PREFILL
             self.running.append(seq)
-            admitted.append(Admission(seq, best, keep, donor))
+            admitted.append(Admission(seq, best, keep, donor, restore))
         return admitted
+
+    # ---- the shared KV pool ------------------------------------------------------------
+    def cells_held(self) -> int:
+        """Cells the running sequences hold or will take to finish their prompts, plus one
+        each for the next decode step: what admission must leave to them."""
+        # A slot's cells past its sequence's n_past are leftovers the engine trims on start.
+        held = len(set().union(*(s.cells[:s.seq.n_past] for s in self.slots if s.seq is not None)))
+        return held + sum(max(0, seq.prefill_left) if seq.status is Status.PREFILL else 1
+                          for seq in self.running)
+
+    def fits(self, n_tokens: int) -> bool:
+        """Does a sequence of n_tokens fit beside the running ones? (Idle slots' leftovers
+        do not count: they are evicted when the cells are needed.) With nothing running,
+        anything fits: submit() already refused prompts longer than one sequence may hold."""
+        if self.pool_cells is None or not self.running:
+            return True
+        return self.cells_held() + n_tokens <= self.pool_cells
+
+    def free_cells(self) -> int:
+        if self.pool_cells is None:
+            return 1 << 62
+        return self.pool_cells - cells_in_use(self.slots)
+
+    def idle_victim(self, but: Slot | None = None) -> Slot | None:
+        """The least recently used slot with no sequence that still holds cells."""
+        idle = [s for s in self.slots if s.seq is None and s.cells and s is not but]
+        return min(idle, key=lambda s: s.last_used, default=None)
+
+    def preempt_youngest(self) -> Sequence | None:
+        """Take the most recently admitted running sequence off its slot and put it at the
+        head of the queue (its slot keeps the cells until the engine evicts them)."""
+        if not self.running:
+            return None
+        seq = self.running.pop()
+        self.slots[seq.slot].seq = None
+        seq.preempted()
+        self.waiting.appendleft(seq)
+        return seq
 
     def plan(self) -> list[BatchItem]:
         """Next batch: one token for every decoding sequence, then prompt chunks up to n_batch."""
@@ -149,8 +170,9 @@ class Scheduler:
                 break
             if seq.status is Status.PREFILL:
                 n = min(seq.prefill_left, budget)
-                chunk = seq.prompt[seq.n_past:seq.n_past + n]
-                items.append(BatchItem(seq, chunk, seq.n_past, n == seq.prefill_left))
+                chunk = seq.prefill_tokens[seq.n_past:seq.n_past + n]
+                last = n == seq.prefill_left
+                items.append(BatchItem(seq, chunk, seq.n_past, last and not seq.resumed))
                 budget -= n
         return items
 
@@ -159,10 +181,12 @@ class Scheduler:
         to its end starts generating. Returns the items whose logits are sampled now."""
         to_sample = []
         for it in items:
-            self.slots[it.seq.slot].extend(it.tokens)
-            it.seq.n_past += len(it.tokens)
+            seq = it.seq
+            self.slots[seq.slot].extend(it.tokens)
+            seq.n_past += len(it.tokens)
+            if seq.status is Status.PREFILL and seq.prefill_left == 0:
+                seq.status = Status.DECODE  # a resumed one goes on with its next_token
             if it.wants_logits:
-                it.seq.status = Status.DECODE
                 to_sample.append(it)
         return to_sample
 

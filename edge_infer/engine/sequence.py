@@ -53,10 +53,33 @@ class Sequence:
         self.stops = StopMatcher(self.params.stop)
         self.stats = RequestStats(prompt_tokens=len(prompt_tokens), queued_at=time.perf_counter())
         self.deadline = float("inf")          # perf_counter() time after which it is ended
+        # Preempted when the KV pool ran out: it lost its cells and waits to be resumed. The
+        # tokens to evaluate again are the prompt and what it generated, except next_token,
+        # which is fed as before: nothing streamed is lost or repeated.
+        self.resume_tokens: list[int] | None = None
+        self.preemptions = 0
+        self.primed = False                  # the sampler has seen the prompt's tail (penalties)
+
+    @property
+    def resumed(self) -> bool:
+        return self.resume_tokens is not None
+
+    @property
+    def prefill_tokens(self) -> list[int]:
+        """What must be in the KV cache before it decodes (again)."""
+        return self.prompt if self.resume_tokens is None else self.resume_tokens
 
     @property
     def prefill_left(self) -> int:
-        return len(self.prompt) - self.n_past
+        return len(self.prefill_tokens) - self.n_past
+
+    def preempted(self) -> None:
+        """Its cells are gone: evaluate prompt + generated (but next_token) again on resume."""
+        self.resume_tokens = self.prompt + self.generated[:-1] if self.generated else None
+        self.preemptions += 1
+        self.n_past = 0
+        self.slot = -1
+        self.status = Status.WAITING
 
     def dropped(self, now: float) -> bool:
         """Cancelled by its caller, ended by the watchdog, or past its deadline."""

@@ -19,6 +19,7 @@ from edge_infer.engine.stats import EngineSnapshot, RequestSnapshot, decode_rate
 def build_snapshot(engine) -> EngineSnapshot:
     """`engine`: an Engine (not imported here: it imports this module)."""
     sched, stats = engine.scheduler, engine.stats
+    mem, cache = engine.memory.counters, engine.prompt_cache.counters()
     running, waiting = list(sched.running), list(sched.waiting)
     # Submitted, not yet taken from the inbox by the engine thread.
     inbox_only = [s for s in engine.live_sequences() if s.status is Status.WAITING and s not in waiting]
@@ -38,7 +39,11 @@ def build_snapshot(engine) -> EngineSnapshot:
         generated_tokens_total=stats.generated_tokens,
         decode_tok_s=round(stats.decode_rate.rate(), 1), prefill_tok_s=round(stats.prefill_rate.rate(), 1),
         ttft_p50_s=stats.ttft_percentile(0.5), ttft_p95_s=stats.ttft_percentile(0.95),
-        requests=reqs)
+        requests=reqs, kv_preemptions_total=mem.preemptions, kv_evictions_total=mem.evictions,
+        prompt_cache_entries=cache.entries, prompt_cache_bytes=cache.bytes,
+        prompt_cache_cap_bytes=engine.prompt_cache.cap_bytes, prompt_cache_hits_total=cache.hits,
+        prompt_cache_misses_total=cache.misses, prompt_cache_evictions_total=cache.evictions,
+        prompt_cache_restored_tokens_total=mem.restored_tokens)
 
 
 @functools.cache

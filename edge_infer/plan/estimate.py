@@ -4,7 +4,9 @@ Mirrors llama.cpp's own sizing (src/llama-context.cpp, llama-kv-cache-iswa.cpp)
 so the numbers match what it reports after loading ("KV buffer size", "compute
 buffer size"; engine/load_report.py reads those back for checking).
 
-`ctx` is per sequence, as in EngineSettings: llama.cpp gets n_ctx = ctx * parallel.
+`ctx` is per sequence, as in EngineSettings. With one unified KV buffer llama.cpp gets
+n_ctx = the pool's cells (plan/kv_pool.py: --kv-budget, default two contexts); with split
+buffers n_ctx = ctx * parallel.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from edge_infer.gguf.info import ModelInfo
+from edge_infer.plan.kv_pool import pool_cells
 
 KV_PAD = 256      # llama.cpp pads n_ctx, n_ctx_seq and the SWA cache to 256 cells
 MIN_CTX_STEP = 256
@@ -27,7 +30,8 @@ class MemoryEstimate:
     kv_bytes: int
     compute_bytes: int
     output_bytes: int          # host buffer for logits handed back to the caller
-    total_bytes: int
+    total_bytes: int           # everything, the prompt cache's cap included
+    prompt_cache_bytes: int    # cap of the RAM cache of saved sequence states
     kv_bytes_per_token: int    # one more token of context, one sequence (full-attention layers)
     n_ctx: int                 # KV cells llama.cpp will allocate for full-attention layers (all sequences)
     n_ctx_seq: int             # tokens one sequence can hold after llama.cpp's padding
@@ -41,12 +45,14 @@ class MemoryEstimate:
         return asdict(self)
 
 
-def _context_cells(ctx: int, parallel: int, kv_unified: bool) -> tuple[int, int, int]:
+def _context_cells(ctx: int, parallel: int, kv_unified: bool,
+                   pool: int | None = None) -> tuple[int, int, int]:
     """(n_ctx, n_ctx_seq, streams) as llama_context pads them: n_ctx to 256, then
-    per sequence to 256 again unless one unified buffer serves all sequences."""
-    n_ctx = _pad(ctx * parallel)
+    per sequence to 256 again unless one unified buffer (of `pool` cells) serves all sequences."""
     if kv_unified:
+        n_ctx = _pad(pool or ctx * parallel)
         return n_ctx, n_ctx, 1
+    n_ctx = _pad(ctx * parallel)
     n_ctx_seq = _pad(n_ctx // parallel)
     return n_ctx_seq * parallel, n_ctx_seq, parallel
 
@@ -69,18 +75,29 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
                     kv_type_bytes: float = 2.0, swa_full: bool = False, n_batch: int = 512,
                     *, n_ubatch: int | None = None, kv_unified: bool = False,
                     flash_attn: bool = False, k_type_bytes: float | None = None,
-                    v_type_bytes: float | None = None) -> MemoryEstimate:
+                    v_type_bytes: float | None = None, kv_budget: str = "",
+                    prompt_cache_bytes: int = 0) -> MemoryEstimate:
     """Bytes llama.cpp will need for `parallel` sequences of `ctx` tokens each.
 
     n_ubatch defaults to n_batch (the engine decodes whole batches). n_gpu_layers
     counts like llama.cpp: the last N of the n_layer + 1 slots (the output layer is
     the extra slot) go to the GPU; negative = all. KV lives with its layer.
     k_type_bytes / v_type_bytes (bytes per element, plan/kv_types.py) default to kv_type_bytes.
+    kv_budget sizes the unified pool (plan/kv_pool.py); prompt_cache_bytes is added to RAM.
     """
     if ctx <= 0 or parallel <= 0:
         raise ValueError("ctx and parallel must be positive")
     n_layer = info.block_count
-    n_ctx, n_ctx_seq, streams = _context_cells(ctx, parallel, kv_unified)
+    kb = kv_type_bytes if k_type_bytes is None else k_type_bytes
+    vb = kv_type_bytes if v_type_bytes is None else v_type_bytes
+
+    def width(il: int) -> float:
+        return info.layer_head_count_kv[il] * (info.key_length * kb + info.value_length * vb)
+
+    kv_per_token = int(sum(width(il)
+                           for il in range(n_layer) if swa_full or not info.swa_layers[il]))
+    pool = pool_cells(kv_budget, ctx, parallel, kv_per_token) if kv_unified else None
+    n_ctx, n_ctx_seq, streams = _context_cells(ctx, parallel, kv_unified, pool)
     n_batch = min(n_batch, n_ctx)
     n_ubatch = min(n_ubatch or n_batch, n_batch)
     full_cells = n_ctx_seq * streams
@@ -93,19 +110,11 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
     first_gpu = n_layer + 1 - slots
     output_on_gpu = slots > 0
 
-    kb = kv_type_bytes if k_type_bytes is None else k_type_bytes
-    vb = kv_type_bytes if v_type_bytes is None else v_type_bytes
-
-    def width(il: int) -> float:
-        return info.layer_head_count_kv[il] * (info.key_length * kb + info.value_length * vb)
-
     kv_layers = []
     for il in range(n_layer):
         cells = swa_cells if info.swa_layers[il] else full_cells
         kv_layers.append(int(cells * width(il)))
     kv_bytes = sum(kv_layers)
-    kv_per_token = int(sum(width(il)
-                           for il in range(n_layer) if swa_full or not info.swa_layers[il]))
 
     # Compute buffer (ggml graph scratch), worst case for one ubatch:
     #   logits       n_ubatch * n_vocab * 4        (the reserve assumes every token is an output)
@@ -130,11 +139,11 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
     if output_on_gpu:
         gpu += info.output_weight_bytes + duplicated + compute
     weights = info.weights_bytes + duplicated
-    total = weights + kv_bytes + compute + output
+    total = weights + kv_bytes + compute + output + prompt_cache_bytes
     cpu = total - gpu
     return MemoryEstimate(
         weights_bytes=weights, kv_bytes=kv_bytes, compute_bytes=compute, output_bytes=output,
-        total_bytes=total, kv_bytes_per_token=kv_per_token, n_ctx=n_ctx, n_ctx_seq=n_ctx_seq,
+        total_bytes=total, prompt_cache_bytes=prompt_cache_bytes, kv_bytes_per_token=kv_per_token, n_ctx=n_ctx, n_ctx_seq=n_ctx_seq,
         swa_cells=swa_cells, gpu_layers=n_layer - min(first_gpu, n_layer), output_on_gpu=output_on_gpu,
         gpu_bytes=gpu, cpu_bytes=cpu,
     )

@@ -12,7 +12,7 @@ from edge_infer.gguf.info import ModelInfo
 from edge_infer.plan import machine as machines
 from edge_infer.plan.estimate import MIN_CTX_STEP, MemoryEstimate, largest_where, estimate_memory
 from edge_infer.plan.machine import Machine
-from edge_infer.units import GiB
+from edge_infer.units import GiB, MiB
 
 FITS, TIGHT, NO_FIT = "fits", "tight", "does not fit"
 FIT_MARGIN = 0.80     # at most this share of what is free: "fits"; up to all of it: "tight"
@@ -28,7 +28,8 @@ def engine_estimate_kwargs(settings=None) -> dict:
     s = settings or EngineSettings()
     return dict(kv_unified=s.kv_unified, flash_attn=s.flash_attn != "off", swa_full=s.swa_full,
                 n_batch=s.n_batch, k_type_bytes=type_bytes(s.cache_type_k),
-                v_type_bytes=type_bytes(s.cache_type_v))
+                v_type_bytes=type_bytes(s.cache_type_v), kv_budget=s.kv_budget,
+                prompt_cache_bytes=s.prompt_cache_mib * MiB)
 
 
 def verdict(need: int, available: int) -> str:

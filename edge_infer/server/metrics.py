@@ -47,6 +47,10 @@ class EngineCollector:
             ("kv_cells_used", "KV cache cells holding tokens", s.kv_cells_used),
             ("kv_cells_total", "KV cache cells allocated", s.kv_cells_total),
             ("rss_bytes", "Resident memory of the server process", s.rss_bytes),
+            ("prompt_cache_bytes", "KV state bytes held by the RAM prompt cache", s.prompt_cache_bytes),
+            ("prompt_cache_cap_bytes", "Cap of the RAM prompt cache (--prompt-cache-mib)",
+             s.prompt_cache_cap_bytes),
+            ("prompt_cache_entries", "Saved conversations in the RAM prompt cache", s.prompt_cache_entries),
             ("decode_tokens_per_second", "Aggregate decode rate over the last seconds", s.decode_tok_s),
             ("prefill_tokens_per_second", "Aggregate prefill rate over the last seconds", s.prefill_tok_s),
         ]
@@ -58,6 +62,15 @@ class EngineCollector:
             ("engine_requests", "Requests the engine accepted", s.requests_total),
             ("engine_prompt_eval_tokens", "Prompt tokens evaluated (not reused from cache)",
              s.prompt_eval_tokens_total),
+            ("kv_preemptions", "Running requests preempted because the KV pool was full",
+             s.kv_preemptions_total),
+            ("kv_evictions", "Idle slots' KV leftovers evicted for room", s.kv_evictions_total),
+            ("prompt_cache_hits", "Admissions that restored a saved prefix", s.prompt_cache_hits_total),
+            ("prompt_cache_misses", "Prompt cache lookups that found nothing", s.prompt_cache_misses_total),
+            ("prompt_cache_evictions", "Saved states dropped to stay under the cap",
+             s.prompt_cache_evictions_total),
+            ("prompt_cache_restored_tokens", "Tokens restored from the prompt cache instead of evaluated",
+             s.prompt_cache_restored_tokens_total),
         ]
         for name, doc, value in counters:
             c = CounterMetricFamily(f"edge_infer_{name}", doc, labels=list(labels))

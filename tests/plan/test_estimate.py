@@ -29,14 +29,16 @@ def gemma(gemma3_path):
     (8192, 2, 512, True, False, 70.5),
 ])
 def test_gemma3_kv_matches_llamacpp(gemma, ctx, parallel, n_batch, unified, swa_full, kv_mib):
-    est = estimate_memory(gemma, ctx, parallel, n_batch=n_batch, kv_unified=unified, swa_full=swa_full)
+    est = estimate_memory(gemma, ctx, parallel, n_batch=n_batch, kv_unified=unified, swa_full=swa_full,
+                          kv_budget=f"{ctx * parallel}cells")  # the pool as large as all slots
     assert est.kv_bytes == kv_mib * MiB
 
 
 @pytest.mark.parametrize("ctx,parallel,kv_mib", [(2048, 4, 180.0), (4096, 1, 90.0), (1000, 1, 22.5)])
 def test_smollm2_kv_matches_llamacpp(smol, ctx, parallel, kv_mib):
     for unified in (False, True):
-        assert estimate_memory(smol, ctx, parallel, kv_unified=unified).kv_bytes == kv_mib * MiB
+        assert estimate_memory(smol, ctx, parallel, kv_unified=unified,
+                               kv_budget=f"{ctx * parallel}cells").kv_bytes == kv_mib * MiB
 
 
 def test_totals_and_per_token(smol, gemma):

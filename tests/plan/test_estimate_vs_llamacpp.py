@@ -69,7 +69,7 @@ def test_plan_within_15_percent_of_llamacpp(request, which, kv_unified):
     path = request.getfixturevalue(f"{which}_path")
     info = read_model_info(path)
     kv_mib, compute_mib = llama_buffers(path, ctx=2048, parallel=4, kv_unified=kv_unified)
-    est = estimate_memory(info, 2048, 4, kv_unified=kv_unified, flash_attn=True)
+    est = estimate_memory(info, 2048, 4, kv_unified=kv_unified, flash_attn=True, kv_budget="8192cells")
     assert kv_mib > 0 and compute_mib > 0
     assert abs(est.kv_bytes / MiB - kv_mib) / kv_mib < 0.15, (est.kv_bytes / MiB, kv_mib)
     assert abs(est.compute_bytes / MiB - compute_mib) / compute_mib < 0.15, (est.compute_bytes / MiB, compute_mib)

@@ -36,9 +36,12 @@ class StatsPane(Widget):
             yield Label("weights", classes="bar-label")
             yield ProgressBar(id="weights-bar", show_eta=False, show_percentage=False)
             yield Label(id="weights-text")
-            yield Label("KV cache", classes="bar-label")
+            yield Label("KV pool", classes="bar-label")
             yield ProgressBar(id="kv-bar", show_eta=False, show_percentage=False)
             yield Label(id="kv-text")
+            yield Label("prompt cache", classes="bar-label")
+            yield ProgressBar(id="cache-bar", show_eta=False, show_percentage=False)
+            yield Label(id="cache-text")
         with Vertical(classes="spark-box"):
             yield Label(id="decode-label")
             yield Sparkline(list(self.decode_history), id="decode-spark")
@@ -68,7 +71,12 @@ class StatsPane(Widget):
         self._bar("rss", snap.rss_bytes, self.total_ram, f"{snap.rss_bytes / MiB:.0f} MiB of {self.total_ram / MiB:.0f} MiB RAM")
         self._bar("weights", snap.weights_bytes, max(snap.rss_bytes, 1), f"{snap.weights_bytes / MiB:.0f} MiB")
         self._bar("kv", snap.kv_cells_used, snap.kv_cells_total,
-                  f"{snap.kv_cells_used} / {snap.kv_cells_total} cells · {snap.kv_bytes / MiB:.0f} MiB allocated")
+                  f"{snap.kv_cells_used} / {snap.kv_cells_total} cells · {snap.kv_bytes / MiB:.0f} MiB allocated"
+                  f" · {snap.kv_preemptions_total} preempted")
+        self._bar("cache", snap.prompt_cache_bytes, snap.prompt_cache_cap_bytes,
+                  f"{snap.prompt_cache_bytes / MiB:.0f} / {snap.prompt_cache_cap_bytes / MiB:.0f} MiB · "
+                  f"{snap.prompt_cache_entries} saved · {snap.prompt_cache_hits_total} hits, "
+                  f"{snap.prompt_cache_misses_total} misses")
         self.query_one("#decode-spark", Sparkline).data = list(self.decode_history)
         self.query_one("#prefill-spark", Sparkline).data = list(self.prefill_history)
         self.query_one("#decode-label", Label).update(

@@ -1,0 +1,131 @@
+"""What the slots' KV cells hold, and making room in the shared pool.
+
+The scheduler decides who runs; this applies those decisions to llama.cpp's cache: share a
+donor's prefix, restore a saved conversation from the prompt cache, save what a slot is
+about to lose, evict idle leftovers and preempt the youngest sequence when a step needs
+more cells than are free. Engine thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from edge_infer.engine.kv_state import restore_sequence, save_sequence
+from edge_infer.engine.llama import LlamaContext
+from edge_infer.engine.prompt_cache import PromptCache
+from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler, Slot
+
+log = logging.getLogger("edge_infer.engine")
+# Shorter histories are cheaper to evaluate again than to keep (and crowd out longer ones).
+MIN_SAVED_TOKENS = 64
+
+
+@dataclass
+class MemoryCounters:
+    preemptions: int = 0       # running sequences taken off their slot for room
+    evictions: int = 0         # idle slots' leftovers dropped from the pool for room
+    restored_tokens: int = 0   # tokens put back from the prompt cache instead of evaluated
+    restore_failures: int = 0  # restores llama.cpp refused (evaluated instead)
+
+
+class SlotMemory:
+    def __init__(self, ctx: LlamaContext, scheduler: Scheduler, cache: PromptCache, n_swa: int = 0):
+        self.ctx, self.scheduler, self.cache, self.n_swa = ctx, scheduler, cache, n_swa
+        self.counters = MemoryCounters()
+
+    def start(self, admission: Admission) -> int:
+        """Put the admitted sequence's reusable prefix in its slot; returns the tokens kept."""
+        seq, slot, keep, donor = admission.seq, admission.slot, admission.keep, admission.donor
+        if donor is not None:
+            self.save(slot, keep=0)
+            self.forget(slot)
+            self.ctx.seq_cp(donor.id, slot.id, 0, keep)
+            slot.share(donor, keep)
+        elif admission.restore:
+            keep = self._restore(slot, seq.prefill_tokens, keep)
+        if keep > 0 and self.n_swa > 0 and self.ctx.seq_pos_min(slot.id) > max(0, keep - self.n_swa):
+            keep = 0  # sliding-window cache already dropped positions the suffix attends to
+        if keep < len(slot.cached):
+            self.save(slot, keep)
+            if self.ctx.seq_rm(slot.id, keep, -1):
+                slot.trim(keep)
+            else:
+                self.forget(slot)  # removing a whole sequence never fails
+                keep = 0
+        return keep
+
+    def _restore(self, slot: Slot, tokens: list[int], keep: int) -> int:
+        self.save(slot, keep=0)
+        self.forget(slot)
+        entry = self.cache.take(tokens)
+        if entry is None:
+            return 0
+        self._free_cells(len(entry.tokens), but=slot)
+        if not restore_sequence(self.ctx, slot.id, entry.data):
+            self.counters.restore_failures += 1
+            log.warning("could not restore %d cached tokens into slot %d; evaluating them",
+                        len(entry.tokens), slot.id)
+            return 0
+        slot.restored(entry.tokens)
+        self.counters.restored_tokens += min(keep, len(entry.tokens))
+        return min(keep, len(entry.tokens))
+
+    def _free_cells(self, n: int, but: Slot) -> None:
+        """Evict idle leftovers (not `but`'s) until n cells are free; admission counted them free."""
+        while self.scheduler.free_cells() < n:
+            victim = self.scheduler.idle_victim(but)
+            if victim is None:
+                return
+            self.evict(victim)
+
+    def evict(self, slot: Slot) -> None:
+        self.save(slot, keep=0)
+        self.forget(slot)
+        self.counters.evictions += 1
+
+    def save(self, slot: Slot, keep: int) -> None:
+        """Before a slot loses its cells past `keep`: keep the whole history in the prompt cache
+        when that loses enough to matter and the cache has room for it."""
+        if self.cache.cap_bytes <= 0 or len(slot.cached) - keep < MIN_SAVED_TOKENS:
+            return
+        data = save_sequence(self.ctx, slot.id)
+        if data is not None:
+            self.cache.put(slot.cached, data)
+
+    def forget(self, slot: Slot) -> None:
+        """Empty a slot's KV cells and its record of them (slot.cached mirrors the cache)."""
+        self.ctx.seq_rm(slot.id, -1, -1)
+        slot.trim(0)
+
+    def make_room(self, items: list[BatchItem]) -> list[BatchItem]:
+        """Free cells until the step fits: idle leftovers first (least recently used, saved to
+        the prompt cache), then the youngest running sequence is preempted. Returns the step,
+        planned again when anything was preempted."""
+        sched = self.scheduler
+        while items and sum(len(it.tokens) for it in items) > sched.free_cells():
+            victim = sched.idle_victim()
+            if victim is not None:
+                self.evict(victim)
+                continue
+            seq = sched.preempt_youngest()
+            if seq is None:
+                break
+            self.counters.preemptions += 1
+            log.info("KV pool full: preempted %s (%d tokens); it resumes when cells free up",
+                     seq.id, len(seq.prefill_tokens))
+            items = sched.plan()
+        return items
+
+    def preempt_now(self) -> None:
+        """llama.cpp found no room although we counted enough: free the youngest's cells."""
+        youngest = self.scheduler.running[-1]
+        slot = self.scheduler.slots[youngest.slot]
+        self.scheduler.preempt_youngest()
+        self.forget(slot)
+        self.counters.preemptions += 1
+        log.warning("llama.cpp's KV cache was fuller than counted: preempted %s", youngest.id)
+
+    def reset_failed(self, slot: Slot) -> None:
+        """After a failed decode: the slot's cells are unknown, drop them (nothing saved)."""
+        self.forget(slot)

@@ -21,12 +21,12 @@ def _view(buf: bytearray):
     return (ctypes.c_ubyte * len(buf)).from_buffer(buf)
 
 
-def save_sequence(ctx: LlamaContext, seq_id: int) -> bytearray | None:
+def save_sequence(ctx: LlamaContext, seq_id: int, max_bytes: int | None = None) -> bytearray | None:
     """The sequence's cells as bytes (positions, and K and V of every layer), or None when
-    it holds nothing or llama.cpp could not write them."""
+    it holds nothing, would take more than max_bytes, or llama.cpp could not write them."""
     size = llama_cpp.llama_state_seq_get_size(ctx.handle, seq_id)
-    if size <= 0:
-        return None
+    if size <= 0 or (max_bytes is not None and size > max_bytes):
+        return None  # not allocated at all: a freed 20 MB buffer can stay in the RSS
     buf = bytearray(size)
     written = llama_cpp.llama_state_seq_get_data(ctx.handle, _view(buf), size, seq_id)
     if written != size:

@@ -89,7 +89,7 @@ class SlotMemory:
         when that loses enough to matter and the cache has room for it."""
         if self.cache.cap_bytes <= 0 or len(slot.cached) - keep < MIN_SAVED_TOKENS:
             return
-        data = save_sequence(self.ctx, slot.id)
+        data = save_sequence(self.ctx, slot.id, max_bytes=self.cache.cap_bytes)
         if data is not None:
             self.cache.put(slot.cached, data)
 

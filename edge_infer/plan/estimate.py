@@ -16,6 +16,11 @@ from dataclasses import asdict, dataclass
 from edge_infer.gguf.info import ModelInfo
 from edge_infer.plan.kv_pool import pool_cells
 
+# What a loaded engine holds besides llama.cpp's buffers: llama.cpp's vocabulary tables
+# (token text, scores, the text -> id map and the piece cache: ~150 bytes per token) and a
+# fixed share for the engine's threads, malloc arenas and Python objects (measured, see above).
+VOCAB_BYTES_PER_TOKEN = 150
+RUNTIME_BYTES = 24 * 1024 * 1024
 KV_PAD = 256      # llama.cpp pads n_ctx, n_ctx_seq and the SWA cache to 256 cells
 MIN_CTX_STEP = 256
 
@@ -28,7 +33,9 @@ def _pad(n: int, to: int = KV_PAD) -> int:
 class MemoryEstimate:
     weights_bytes: int
     kv_bytes: int
-    compute_bytes: int
+    compute_bytes: int         # the compute buffer llama.cpp reserves (and reports at load)
+    compute_resident_bytes: int  # the part of it a CPU run touches (logits rows of real outputs)
+    runtime_bytes: int         # vocab tables and the engine's threads, arenas and objects
     output_bytes: int          # host buffer for logits handed back to the caller
     total_bytes: int           # everything, the prompt cache's cap included
     prompt_cache_bytes: int    # cap of the RAM cache of saved sequence states
@@ -129,6 +136,12 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
     if not flash_attn:
         compute += n_ubatch * info.head_count * kv_span * 4
     output = parallel * info.vocab_size * 4
+    # On the CPU the reserve is virtual memory: pages count in the RSS once written. Logits
+    # are computed only for the rows asked for (at most one per sequence in a step), so the
+    # n_ubatch rows of logits the reserve assumes are never touched. Measured on SmolLM2 and
+    # Gemma 3 (tests/plan/test_plan_vs_rss.py): RSS within 4% of this plan with a full pool.
+    compute_resident = compute - n_ubatch * info.vocab_size * 4 + min(n_ubatch, parallel) * info.vocab_size * 4
+    runtime = info.vocab_size * VOCAB_BYTES_PER_TOKEN + RUNTIME_BYTES
 
     gpu_layer_weights = sum(info.layer_weight_bytes[first_gpu:])
     gpu_kv = sum(kv_layers[first_gpu:])
@@ -139,10 +152,13 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
     if output_on_gpu:
         gpu += info.output_weight_bytes + duplicated + compute
     weights = info.weights_bytes + duplicated
-    total = weights + kv_bytes + compute + output + prompt_cache_bytes
-    cpu = total - gpu
+    cpu = (weights + kv_bytes + output + prompt_cache_bytes + runtime
+           - gpu_layer_weights - gpu_kv - (info.output_weight_bytes + duplicated if output_on_gpu else 0)
+           + (0 if output_on_gpu else compute_resident))
+    total = cpu + gpu
     return MemoryEstimate(
-        weights_bytes=weights, kv_bytes=kv_bytes, compute_bytes=compute, output_bytes=output,
+        weights_bytes=weights, kv_bytes=kv_bytes, compute_bytes=compute,
+        compute_resident_bytes=compute_resident, runtime_bytes=runtime, output_bytes=output,
         total_bytes=total, prompt_cache_bytes=prompt_cache_bytes, kv_bytes_per_token=kv_per_token, n_ctx=n_ctx, n_ctx_seq=n_ctx_seq,
         swa_cells=swa_cells, gpu_layers=n_layer - min(first_gpu, n_layer), output_on_gpu=output_on_gpu,
         gpu_bytes=gpu, cpu_bytes=cpu,

@@ -43,7 +43,12 @@ def test_smollm2_kv_matches_llamacpp(smol, ctx, parallel, kv_mib):
 
 def test_totals_and_per_token(smol, gemma):
     est = estimate_memory(smol, 4096, 1)
-    assert est.total_bytes == est.weights_bytes + est.kv_bytes + est.compute_bytes + est.output_bytes
+    # What the RSS reaches on the CPU: the touched part of the compute reserve, plus the runtime.
+    assert est.total_bytes == (est.weights_bytes + est.kv_bytes + est.compute_resident_bytes
+                               + est.output_bytes + est.runtime_bytes)
+    assert est.compute_resident_bytes == est.compute_bytes - 511 * smol.vocab_size * 4
+    with_cache = estimate_memory(smol, 4096, 1, prompt_cache_bytes=64 * MiB)
+    assert with_cache.total_bytes == est.total_bytes + 64 * MiB == with_cache.cpu_bytes
     assert est.kv_bytes_per_token == 30 * 3 * (64 + 64) * 2
     assert est.weights_bytes == smol.weights_bytes
     # Gemma: only the 3 full-attention layers grow with the context.
@@ -79,8 +84,10 @@ def test_gpu_split(smol):
     full = estimate_memory(smol, 2048, 1, n_gpu_layers=-1)
     assert full.gpu_layers == 30 and full.output_on_gpu
     # Tied embeddings: token_embd stays on the CPU and a copy goes to the GPU for the output.
-    assert full.cpu_bytes == smol.input_weight_bytes + full.output_bytes
-    assert full.total_bytes == cpu_only.total_bytes + smol.input_weight_bytes
+    # On the GPU the whole compute reserve is allocated for real (VRAM), on the CPU only touched.
+    assert full.cpu_bytes == smol.input_weight_bytes + full.output_bytes + full.runtime_bytes
+    assert full.total_bytes == (cpu_only.total_bytes + smol.input_weight_bytes
+                                + full.compute_bytes - cpu_only.compute_resident_bytes)
 
 
 def test_max_context(smol):

@@ -43,8 +43,11 @@ def _table(info, est, ctx: int, parallel: int) -> str:
     seqs = f"{parallel} sequence{'s' if parallel != 1 else ''}"
     mem = [
         ("weights", human_bytes(est.weights_bytes)),
-        ("KV cache", f"{human_bytes(est.kv_bytes)}  ({human_bytes(est.kv_bytes_per_token)}/token)"),
-        ("compute", human_bytes(est.compute_bytes + est.output_bytes)),
+        ("KV pool", f"{human_bytes(est.kv_bytes)}  ({est.n_ctx} cells, {human_bytes(est.kv_bytes_per_token)}/token)"),
+        ("compute", f"{human_bytes(est.compute_resident_bytes + est.output_bytes)}  "
+                    f"({human_bytes(est.compute_bytes)} reserved)"),
+        ("runtime", human_bytes(est.runtime_bytes)),
+        ("prompt cache", f"up to {human_bytes(est.prompt_cache_bytes)}"),
         ("total", human_bytes(est.total_bytes)),
     ]
     if est.gpu_bytes:

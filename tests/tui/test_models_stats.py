@@ -30,12 +30,12 @@ async def test_models_tab_lists_installed_and_loads_with_a_plan(make_app, monkey
         plan = shown()
         assert "weights" in plan and "KV" in plan and "MiB" in plan
         ctx = app.screen.query_one("#l-ctx", Input)
-        ctx.value = "2048"
-        assert "2048" not in plan  # the plan follows the inputs ...
+        ctx.value = "1536"
+        assert "1536" not in plan  # the plan follows the inputs ...
         await wait_for(pilot, lambda: shown() != plan)  # ... and changes with them
         app.screen.query_one("#load").press()
         await wait_for(pilot, lambda: app.host.ready)
-        assert app.host.current.settings.ctx == 2048 and app.host.current.name == "smollm2:Q4_1"
+        assert app.host.current.settings.ctx == 1536 and app.host.current.name == "smollm2:Q4_1"
 
 
 async def test_bad_model_is_a_notification_not_a_crash(make_app, tmp_path):

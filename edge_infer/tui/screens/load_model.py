@@ -1,4 +1,5 @@
-"""Load a model: GPU layers, threads, context and slots, with the memory plan shown first."""
+"""Load a model: GPU layers, threads, context and slots, KV cache types and pool, with the
+memory plan shown first."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, Select, Static
 
 from edge_infer.config import EngineSettings
+from edge_infer.errors import EdgeInferError
+from edge_infer.plan.kv_pool import parse_kv_budget
+from edge_infer.plan.kv_types import DEFAULT_KV_TYPE, KV_TYPES, check_kv_types
 from edge_infer.units import MiB
 
 FIELDS = [("ctx", "context per sequence"), ("parallel", "parallel slots"),
           ("n_threads", "CPU threads"), ("n_gpu_layers", "GPU layers (-1 = all)")]
+TYPES = [("cache_type_k", "K cache type"), ("cache_type_v", "V cache type")]
+NUMBERS = "Enter whole numbers (context at least 16)."
 
 
 class LoadModelScreen(ModalScreen[EngineSettings | None]):
@@ -23,62 +29,104 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
         super().__init__()
         self.label, self.path, self.settings = label, path, settings
         self.info = None
+        self.problem = ""  # why chosen() gave None: shown in the plan, one line
 
     def compose(self) -> ComposeResult:
+        s = self.settings
         with Vertical(classes="dialog wide"):
             yield Label(f"Load [b]{self.label}[/b]")
+            # Compact widgets, one line a row: the dialog must fit an 80x24 terminal.
             with Grid(id="load-grid"):
                 for name, text in FIELDS:
                     yield Label(text)
-                    yield Input(str(getattr(self.settings, name)), id=f"l-{name}", type="integer")
+                    yield Input(str(getattr(s, name)), id=f"l-{name}", type="integer", compact=True)
+                for name, text in TYPES:
+                    yield Label(text)
+                    # A type this dialog does not offer (set by env) falls back to the default.
+                    value = getattr(s, name) if getattr(s, name) in KV_TYPES else DEFAULT_KV_TYPE
+                    yield Select([(t, t) for t in KV_TYPES], value=value, allow_blank=False,
+                                 id=f"l-{name}", compact=True)
+                yield Label("KV pool budget")
+                yield Input(s.kv_budget, id="l-kv_budget", compact=True,
+                            placeholder="default (2 contexts); 256MiB, 1GiB, 8192cells")
+                yield Label("prompt cache MiB")
+                yield Input(str(s.prompt_cache_mib), id="l-prompt_cache_mib", type="integer", compact=True)
             yield Static(id="plan")
             with Horizontal(classes="buttons"):
                 yield Button("Load", variant="primary", id="load")
                 yield Button("Cancel", id="cancel")
 
     def on_mount(self) -> None:
-        from edge_infer.errors import EdgeInferError
         from edge_infer.gguf.info import read_model_info
 
         try:
             self.info = read_model_info(self.path)
         except EdgeInferError as exc:
-            self.query_one("#plan", Static).update(f"[red]{exc}[/red]")
-            self.query_one("#load", Button).disabled = True
+            self._refuse(str(exc))
             return
         self.update_plan()
 
     def chosen(self) -> EngineSettings | None:
+        """The settings the fields describe, or None with self.problem saying why (never raises)."""
         values = {}
-        for name, _ in FIELDS:
+        for name in [n for n, _ in FIELDS] + ["prompt_cache_mib"]:
             try:
                 values[name] = int(self.query_one(f"#l-{name}", Input).value)
             except ValueError:
+                self.problem = NUMBERS
                 return None
-        if values["ctx"] < 16 or values["parallel"] < 1 or values["n_threads"] < 1:
+        if values["ctx"] < 16 or values["parallel"] < 1 or values["n_threads"] < 1 \
+                or values["prompt_cache_mib"] < 0:
+            self.problem = NUMBERS
             return None
+        for name, _ in TYPES:
+            values[name] = str(self.query_one(f"#l-{name}", Select).value)
+        values["kv_budget"] = self.query_one("#l-kv_budget", Input).value.strip()
+        try:
+            # The same checks, and messages, as the command line's flags.
+            check_kv_types(values["cache_type_k"], values["cache_type_v"], self.settings.flash_attn)
+            if values["kv_budget"]:
+                parse_kv_budget(values["kv_budget"])
+        except EdgeInferError as exc:
+            self.problem = str(exc)
+            return None
+        self.problem = ""
         return EngineSettings(**{**self.settings.__dict__, **values})
 
+    def _refuse(self, message: str) -> None:
+        # One line in red, and no Load until the fields are fixed.
+        self.query_one("#plan", Static).update(f"[red]{message}[/red]")
+        self.query_one("#load", Button).disabled = True
+
     @on(Input.Changed)
+    @on(Select.Changed)
     def update_plan(self) -> None:
         from edge_infer.plan import NO_FIT, engine_estimate_kwargs, estimate_memory, verdict
 
-        s = self.chosen()
-        plan = self.query_one("#plan", Static)
-        if s is None or self.info is None:
-            plan.update("[yellow]Enter whole numbers (context at least 16).[/yellow]")
+        if self.info is None:  # not read yet, or unreadable (on_mount said why)
             return
-        est = estimate_memory(self.info, s.ctx, s.parallel, n_gpu_layers=s.n_gpu_layers,
-                              **engine_estimate_kwargs(s))
+        s = self.chosen()
+        if s is None:
+            self._refuse(self.problem)
+            return
+        try:  # a memory budget too small for llama.cpp's minimum pool is only known here
+            est = estimate_memory(self.info, s.ctx, s.parallel, n_gpu_layers=s.n_gpu_layers,
+                                  **engine_estimate_kwargs(s))
+        except EdgeInferError as exc:
+            self._refuse(str(exc))
+            return
+        self.query_one("#load", Button).disabled = False
         free = psutil.virtual_memory().available
         fit = verdict(est.total_bytes, free)  # the same rule as the installed table's verdicts
         fit = f"[red]{fit}[/red]" if fit == NO_FIT else fit
         warn = "" if s.ctx <= self.info.context_length else \
             f"\n[yellow]trained context is {self.info.context_length}: quality may drop beyond it[/yellow]"
-        plan.update(
+        self.query_one("#plan", Static).update(
             f"memory plan: weights {est.weights_bytes / MiB:.0f} MiB + KV {est.kv_bytes / MiB:.0f} MiB "
-            f"+ compute {est.compute_bytes / MiB:.0f} MiB = [b]{est.total_bytes / MiB:.0f} MiB[/b] "
-            f"({free / MiB:.0f} MiB available: {fit}){warn}")
+            f"+ compute {est.compute_resident_bytes / MiB:.0f} MiB + runtime {est.runtime_bytes / MiB:.0f} MiB "
+            f"+ prompt cache cap {est.prompt_cache_bytes / MiB:.0f} MiB = [b]{est.total_bytes / MiB:.0f} MiB[/b] "
+            f"({free / MiB:.0f} MiB available: {fit})\n"
+            f"KV pool {est.n_ctx} cells, {est.kv_bytes / MiB:.0f} MiB (K {s.cache_type_k}, V {s.cache_type_v}){warn}")
 
     @on(Button.Pressed)
     def done(self, event: Button.Pressed) -> None:
@@ -86,7 +134,7 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
             self.dismiss(None)
             return
         s = self.chosen()
-        if s is None:
-            self.notify("Enter whole numbers (context at least 16).", severity="error")
+        if s is None or self.query_one("#load", Button).disabled:
+            self.notify(self.problem or "Fix the settings first.", severity="error")
             return
         self.dismiss(s)

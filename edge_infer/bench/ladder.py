@@ -62,6 +62,7 @@ class Ladder:
     threads: int
     created_at: str
     rows: list[LadderRow] = field(default_factory=list)
+    kind: str = "weights"      # "weights": quant levels of the model; "kv": KV cache types of one file
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -153,6 +154,69 @@ def run_ladder(models: list, *, n_tokens: int = 512, threads: int | None = None,
     return ladder
 
 
+def parse_kv_types(spec) -> list[str]:
+    """`f16,q8_0` (or a list) -> ['f16', 'q8_0'], order kept, repeats dropped. Raises
+    EdgeInferError (one line, naming --kv-types) for an unknown type or an empty list."""
+    from edge_infer.errors import EdgeInferError
+    from edge_infer.plan.kv_types import KV_TYPES
+
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    out: list[str] = []
+    for name in (n.strip().lower() for n in names):
+        if not name or name in out:
+            continue
+        if name not in KV_TYPES:
+            raise EdgeInferError(f"--kv-types {name!r}: unknown KV cache type (choose from {', '.join(KV_TYPES)})")
+        out.append(name)
+    if not out:
+        raise EdgeInferError(f"--kv-types: no KV cache types given (choose from {', '.join(KV_TYPES)})")
+    return out
+
+
+def run_kv_ladder(path, kv_types=("f16", "q8_0", "q4_0"), *, n_tokens: int = 512,
+                  threads: int | None = None, model: str | None = None,
+                  say: Callable[[str], object] = print) -> Ladder:
+    """One model file, evaluated once per KV cache type (K and V both set to it); the
+    first type is the reference. Same text and token ids for every row."""
+    from dataclasses import replace
+
+    from edge_infer.config import EngineSettings
+    from edge_infer.gguf.info import read_model_info
+    from edge_infer.plan.kv_types import check_kv_types
+
+    path = Path(path)
+    kv_types = parse_kv_types(kv_types)
+    info = read_model_info(path)
+    text, source = eval_text()
+    base = EngineSettings.from_env(ctx=n_tokens + 64, parallel=1, n_batch=512,
+                                   **({"n_threads": threads} if threads else {}))
+    if base.flash_attn == "auto" and any(t not in ("f16", "bf16") for t in kv_types):
+        base = replace(base, flash_attn="on")  # quantized V needs it; the same for every row
+    for t in kv_types:  # refuse before loading anything
+        check_kv_types(t, t, base.flash_attn)
+    ladder = Ladder(model=model or info.name or path.stem, text_source=source,
+                    text_sha256=hashlib.sha256(text.encode()).hexdigest(), n_tokens=0,
+                    prompt_tokens=0, threads=base.n_threads, kind="kv",
+                    created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    size = path.stat().st_size
+    tokens, ref_logprobs = None, None
+    for i, kv in enumerate(kv_types):
+        say(f"[{i + 1}/{len(kv_types)}] KV {kv}: loading and evaluating ...")
+        settings = replace(base, cache_type_k=kv, cache_type_v=kv)
+        fields, tokens, logprobs = evaluate(path, settings, tokens=tokens, text=text, n_tokens=n_tokens)
+        ladder.n_tokens, ladder.prompt_tokens = len(tokens), max(1, len(tokens) // 4)
+        row = LadderRow(label=f"KV {kv}", quant=kv, path=str(path), file_size=size,
+                        bits_per_weight=size * 8 / max(1, info.parameter_count),
+                        kl_mean=None, kl_p99=None, top1_agree=None, reference=i == 0, **fields)
+        if ref_logprobs is None:
+            ref_logprobs = logprobs
+        else:
+            row.kl_mean, row.kl_p99, row.top1_agree = _kl_and_top1(ref_logprobs, logprobs)
+        del logprobs
+        ladder.rows.append(row)
+    return ladder
+
+
 def ladder_path(model: str) -> Path:
     """Where the last ladder of a model is kept (for the app's charts)."""
     import re
@@ -178,9 +242,11 @@ def format_table(ladder: Ladder) -> str:
     from edge_infer.units import human_bytes
 
     ref = next((r for r in ladder.rows if r.reference), None)
-    head = (f"{ladder.model}: {ladder.n_tokens} tokens of {ladder.text_source}, first {ladder.prompt_tokens} "
+    kv = ladder.kind == "kv"
+    what = f"{ladder.model} ({Path(ladder.rows[0].path).name}), KV cache types" if kv and ladder.rows else ladder.model
+    head = (f"{what}: {ladder.n_tokens} tokens of {ladder.text_source}, first {ladder.prompt_tokens} "
             f"as the prompt; {ladder.threads} threads; KL and top-1 vs {ref.quant if ref else '-'}")
-    cols = ["QUANT", "SIZE", "BPW", "LOAD", "RSS", "PREFILL t/s", "DECODE t/s", "PPL", "KL mean", "KL p99", "TOP-1"]
+    cols = ["KV" if kv else "QUANT", "SIZE", "BPW", "LOAD", "RSS", "PREFILL t/s", "DECODE t/s", "PPL", "KL mean", "KL p99", "TOP-1"]
     rows = []
     for r in ladder.rows:
         rows.append([

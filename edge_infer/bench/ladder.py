@@ -79,6 +79,14 @@ def _kl_and_top1(ref: list[np.ndarray], cur: list[np.ndarray]) -> tuple[float, f
     return float(arr.mean()), float(np.percentile(arr, 99)), same / max(1, len(ref))
 
 
+def _score(row: "LadderRow", logprobs, ref_logprobs):
+    """The first row is the reference; later ones get KL and top-1 against it. Returns the reference."""
+    if ref_logprobs is None:
+        return logprobs
+    row.kl_mean, row.kl_p99, row.top1_agree = _kl_and_top1(ref_logprobs, logprobs)
+    return ref_logprobs
+
+
 def evaluate(path: Path, settings, *, tokens: list[int] | None = None, text: str = "",
              n_tokens: int = 512, proc=None):
     """Load `path`, run the evaluation request, close. Without `tokens`, `text` is
@@ -145,10 +153,7 @@ def run_ladder(models: list, *, n_tokens: int = 512, threads: int | None = None,
         row = LadderRow(label=m.label, quant=m.quant, path=str(m.path), file_size=m.size,
                         bits_per_weight=m.size * 8 / max(1, info.parameter_count),
                         kl_mean=None, kl_p99=None, top1_agree=None, reference=i == 0, **fields)
-        if ref_logprobs is None:
-            ref_logprobs = logprobs
-        else:
-            row.kl_mean, row.kl_p99, row.top1_agree = _kl_and_top1(ref_logprobs, logprobs)
+        ref_logprobs = _score(row, logprobs, ref_logprobs)
         del logprobs
         ladder.rows.append(row)
     return ladder
@@ -208,10 +213,7 @@ def run_kv_ladder(path, kv_types=("f16", "q8_0", "q4_0"), *, n_tokens: int = 512
         row = LadderRow(label=f"KV {kv}", quant=kv, path=str(path), file_size=size,
                         bits_per_weight=size * 8 / max(1, info.parameter_count),
                         kl_mean=None, kl_p99=None, top1_agree=None, reference=i == 0, **fields)
-        if ref_logprobs is None:
-            ref_logprobs = logprobs
-        else:
-            row.kl_mean, row.kl_p99, row.top1_agree = _kl_and_top1(ref_logprobs, logprobs)
+        ref_logprobs = _score(row, logprobs, ref_logprobs)
         del logprobs
         ladder.rows.append(row)
     return ladder

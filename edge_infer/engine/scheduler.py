@@ -95,9 +95,10 @@ class Scheduler:
                 # leftovers are cheap to evaluate again, and overwriting them keeps the cache
                 # compact: attention runs over every cell up to the highest one in use
                 # (measured: ~5% slower decode alone when eight slots' leftovers stay).
-                def loss(s: Slot) -> int:
-                    lost = len(s.cached) - reuse[s.id]
-                    return lost if lost > SMALL_LOSS else 0
+                # Among slots that would lose a long history, the least recently used goes
+                # (comparing how many tokens each loses would keep overwriting the newest).
+                def loss(s: Slot) -> bool:
+                    return len(s.cached) - reuse[s.id] > SMALL_LOSS
 
                 best = min(free, key=lambda s: (loss(s), -reuse[s.id], s.last_used))
                 keep = reuse[best.id]

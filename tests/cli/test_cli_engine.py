@@ -77,3 +77,21 @@ def test_bench_prints_engine_and_baseline_side_by_side(smollm2_path, tmp_path):
     for base in data["baselines"].values():
         assert all(p["errors"] == 0 and p["tokens"] > 0 for p in data["engine"] + base["passes"])
         assert set(base["ratios"]) == {"1", "2"}
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--kv-budget", "lots"], "--kv-budget 'lots': give a size like 256MiB, 1GiB or 8192cells"),
+    (["--kv-budget", "1MiB"], "less than llama.cpp's minimum of 256"),
+    (["--kv-budget", "512cells", "--kv-split"], "--kv-budget sizes the shared KV pool: drop --kv-split"),
+    (["--cache-type-v", "q4_0", "--flash-attn", "off"], "--cache-type-v q4_0 needs flash attention"),
+])
+def test_bad_memory_settings_are_one_line_errors(smollm2_path, flags, message):
+    r = edge_infer("run", smollm2_path, "Hi", "-n", "2", *flags)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr[-800:]
+
+
+def test_quantized_kv_cache_generates(smollm2_path):
+    r = edge_infer("run", smollm2_path, "The capital of France is", "-n", "8", "--temperature", "0",
+                   "--cache-type-k", "q8_0", "--cache-type-v", "q8_0", "--kv-budget", "512cells")
+    assert r.returncode == 0, r.stderr[-800:]
+    assert "Paris" in r.stdout

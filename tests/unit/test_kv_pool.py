@@ -130,3 +130,16 @@ def test_idle_victim_is_the_least_recently_used_leftover():
     assert s.idle_victim() is s.slots[0]  # a and b are idle; a was admitted first
     assert s.idle_victim(but=s.slots[0]) is s.slots[1]
     assert s.free_cells() == 2048 - 3
+
+
+def test_a_new_conversation_overwrites_the_least_recently_used_history():
+    # Every slot holds a long history; the new prompt shares nothing: the oldest one goes,
+    # not the one that happens to be a few tokens shorter (that was the newest here).
+    s = Scheduler(n_slots=3, n_batch=512, share_prefixes=True, pool_cells=10_000)
+    for i, n in enumerate((900, 900, 878)):
+        x = seq(list(range(i * 1000, i * 1000 + n)))
+        running(s, x)
+        s.finish(x)
+    s.add(seq(list(range(50_000, 50_900))))
+    (adm,) = s.admit()
+    assert adm.slot.id == 0

@@ -1,0 +1,62 @@
+"""`edge-infer bench-memory MODEL`: conversations kept at one KV budget and follow-up TTFT,
+edge-infer vs llama.cpp's llama-server (built once by packaging/llama_server.py), one run."""
+
+from __future__ import annotations
+
+from edge_infer.commands.common import add_model_arg, resolve_model
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench-memory", help="KV memory: conversations kept and follow-up TTFT vs llama-server")
+    add_model_arg(p)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--conversations", default="4,5,8,9",
+                   help="conversation counts for the 'kept' table (default 4,5,8,9)")
+    p.add_argument("--skip-ttft", action="store_true", help="only the 'kept' table")
+    p.set_defaults(func=main)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)
+
+
+def main(args) -> int:
+    from edge_infer.bench import memory as m
+
+    path, _ = resolve_model(args.model)
+    binary = m.build_llama_server()
+    counts = [int(x) for x in args.conversations.split(",") if x.strip()]
+    t = args.threads
+    # llama-server -c 4096 -np 4 holds 4,096 f16 cells: the KV memory every row gets.
+    same_kv = [
+        m.llama_server(binary, path, t, 4096, 4, 0),
+        m.edge_infer(path, t, 4096, 4, "--kv-budget", "4096cells", "--prompt-cache-mib", "0"),
+        # The same bytes in q8_0 hold 1.88x the cells: 8 slots to keep them in.
+        m.edge_infer(path, t, 4096, 8, "--kv-budget", f"{m.f16_mib(path, 4096):.3f}MiB",
+                     "--cache-type-k", "q8_0", "--cache-type-v", "q8_0", "--prompt-cache-mib", "0"),
+    ]
+    rows = [["server (same KV memory: 4,096 f16 cells)"] + [f"kept of {n}" for n in counts] + ["refused"]]
+    for srv in same_kv:
+        with srv:
+            chat = m.Chat(srv.target.base_url)
+            got = [m.kept_conversations(chat, n, f"k{n}-") for n in counts]
+            rows.append([srv.label] + [str(g["kept"]) for g in got] + [str(sum(g["refused"] for g in got))])
+            print(f"done: {srv.label}", flush=True)
+    print("\nConversations kept without re-evaluation (~900-token histories, follow-ups round robin)")
+    print(_table(rows))
+    if args.skip_ttft:
+        return 0
+    ttft = [m.llama_server(binary, path, t, 8192, 4, 8192),
+            m.edge_infer(path, t, 4096, 4, "--prompt-cache-mib", "512")]
+    rows = [["server (16 conversations, 4 slots)", "follow-up p50 ms", "fresh ~50-token p50 ms",
+             "follow/fresh", "follow-ups reused"]]
+    for srv in ttft:
+        with srv:
+            r = m.follow_up_ttft(m.Chat(srv.target.base_url))
+            rows.append([srv.label, f"{r['follow_p50'] * 1000:.0f}", f"{r['fresh_p50'] * 1000:.0f}",
+                         f"{r['follow_p50'] / r['fresh_p50']:.2f}", f"{r['reused']}/16"])
+            print(f"done: {srv.label}", flush=True)
+    print("\nFollow-up turns in random order (one-token replies: latency = TTFT)")
+    print(_table(rows))
+    return 0

@@ -100,7 +100,8 @@ class Scheduler:
                 def loss(s: Slot) -> bool:
                     return len(s.cached) - reuse[s.id] > SMALL_LOSS
 
-                best = min(free, key=lambda s: (loss(s), -reuse[s.id], s.last_used))
+                # (A long history lost either way: its prefix can still come from a donor, below.)
+                best = min(free, key=lambda s: (loss(s), 0 if loss(s) else -reuse[s.id], s.last_used))
                 keep = reuse[best.id]
                 other = max((s for s in self.slots if s is not best), key=lambda s: reuse[s.id], default=None)
                 if other is not None and reuse[other.id] > keep:

@@ -42,8 +42,12 @@ def check_exposure(host: str, api_key: str | None) -> None:
 
 def bind_tcp(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are
+    # TCP. Without it Nagle held each response's last segment for the client's delayed ACK:
+    # 40 ms on every request of a keep-alive connection.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
     try:
         sock.bind((host.strip("[]"), port))
     except OSError as exc:

@@ -132,3 +132,27 @@ def f16_mib(model_path, cells: int) -> float:
 
     per_cell = estimate_memory(read_model_info(model_path), 256, 1).kv_bytes_per_token
     return cells * per_cell / (1024 * 1024)
+
+
+def long_conversations(base_url: str, rss, n: int = 4, n_lines: int = 115) -> dict:
+    """n clients at once, each a ~3,300-token conversation (most of a 4,096 context): how many
+    were refused and the server's peak RSS meanwhile (sampled every 0.1 s)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    peak, done = [rss()], threading.Event()
+
+    def sample():
+        while not done.wait(0.1):
+            peak.append(rss())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    chats = [Chat(base_url) for _ in range(n)]
+    with ThreadPoolExecutor(n) as pool:
+        turns = list(pool.map(lambda i: chats[i].turn([{"role": "user", "content": history(f"long{i}", n_lines)}]),
+                              range(n)))
+    done.set()
+    sampler.join()
+    return {"refused": sum(t.refused for t in turns), "prompt_tokens": statistics.median(t.prompt_tokens for t in turns),
+            "peak_rss": max(peak), "wall_s": max(t.latency_s for t in turns)}

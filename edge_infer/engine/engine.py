@@ -247,19 +247,16 @@ class Engine:
         seq = admission.seq
         keep = self.memory.start(admission)
         seq.n_past = keep
-        if seq.resumed:
-            if seq.prefill_left == 0:  # all of it was still cached: decode on at once
-                seq.status = Status.DECODE
+        if seq.preemptions:  # back after a preemption: its sampler and stats began already
+            if seq.resumed and seq.prefill_left == 0:  # all of it was still cached
+                seq.status = Status.DECODE  # decode on at once with its pending token
             return
         p = seq.params
-        if seq.sampler is not None and p.penalized and not p.grammar and not seq.primed:
+        if seq.sampler is not None and p.penalized and not p.grammar:
             # Penalties see the end of the prompt too, as llama.cpp's server does, so a reply
             # does not parrot the question. (A grammar sampler must only see generated text.)
             for token in seq.prompt[-p.repeat_last_n:]:
                 seq.sampler.accept(token)
-        seq.primed = True
-        if seq.preemptions:
-            return  # preempted before its first token: its stats started already
         seq.stats.cached_tokens = keep
         seq.stats.started_at = time.perf_counter()
         self.stats.started(len(seq.prompt), keep)

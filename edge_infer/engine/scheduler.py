@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from edge_infer.engine.postprocess import Outcome, Sampled, Vocab, postprocess_token
 from edge_infer.engine.sequence import Sequence, Status
-from edge_infer.engine.slots import Slot, cells_in_use, common_prefix
+from edge_infer.engine.slots import CellLedger, Slot, cells_in_use, common_prefix
 
 __all__ = ["Admission", "BatchItem", "Scheduler", "Slot", "cells_in_use", "common_prefix", "SMALL_LOSS"]
 
@@ -47,7 +47,8 @@ class Scheduler:
     def __init__(self, n_slots: int, n_batch: int, share_prefixes: bool = False,
                  n_ctx_seq: int | None = None, pool_cells: int | None = None,
                  cached_prefix=None):
-        self.slots = [Slot(i) for i in range(n_slots)]
+        ledger = CellLedger()  # one pool: a shared prefix's cells count once
+        self.slots = [Slot(i, ledger=ledger) for i in range(n_slots)]
         self.n_batch = n_batch
         self.n_ctx_seq = n_ctx_seq  # tokens one sequence may hold (None: no limit)
         self.pool_cells = pool_cells  # KV cells all slots share (None: no limit)

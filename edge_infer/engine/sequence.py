@@ -58,7 +58,6 @@ class Sequence:
         # which is fed as before: nothing streamed is lost or repeated.
         self.resume_tokens: list[int] | None = None
         self.preemptions = 0
-        self.primed = False                  # the sampler has seen the prompt's tail (penalties)
 
     @property
     def resumed(self) -> bool:

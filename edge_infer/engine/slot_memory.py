@@ -108,23 +108,29 @@ class SlotMemory:
             if victim is not None:
                 self.evict(victim)
                 continue
-            seq = sched.preempt_youngest()
-            if seq is None:
+            if self._preempt() is None:
                 break
-            self.counters.preemptions += 1
-            log.info("KV pool full: preempted %s (%d tokens); it resumes when cells free up",
-                     seq.id, len(seq.prefill_tokens))
             items = sched.plan()
         return items
 
     def preempt_now(self) -> None:
-        """llama.cpp found no room although we counted enough: free the youngest's cells."""
-        youngest = self.scheduler.running[-1]
-        slot = self.scheduler.slots[youngest.slot]
-        self.scheduler.preempt_youngest()
-        self.forget(slot)
+        """llama.cpp found no room although we counted enough: free the youngest's cells now
+        (nothing saved: our record of them was off)."""
+        slot = self._preempt("llama.cpp's KV cache was fuller than counted", logging.WARNING)
+        if slot is not None:
+            self.forget(slot)
+
+    def _preempt(self, why: str = "KV pool full", level: int = logging.INFO) -> Slot | None:
+        """Take the youngest running sequence off its slot (it resumes when cells free up);
+        returns that slot, whose cells stay until evicted."""
+        running = self.scheduler.running
+        slot = self.scheduler.slots[running[-1].slot] if running else None
+        seq = self.scheduler.preempt_youngest()
+        if seq is None:
+            return None
         self.counters.preemptions += 1
-        log.warning("llama.cpp's KV cache was fuller than counted: preempted %s", youngest.id)
+        log.log(level, "%s: preempted %s (%d tokens to resume)", why, seq.id, len(seq.prefill_tokens))
+        return slot
 
     def reset_failed(self, slot: Slot) -> None:
         """After a failed decode: the slot's cells are unknown, drop them (nothing saved)."""

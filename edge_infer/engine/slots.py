@@ -1,7 +1,8 @@
 """Slots (llama.cpp sequence ids) and the KV cells they hold in the shared pool.
 
 Pure bookkeeping, mirrored from what llama.cpp's cache holds, so the scheduler can count
-free cells without asking llama.cpp (and be unit-tested without it).
+free cells without asking llama.cpp (and be unit-tested without it). The count is kept as
+it changes (CellLedger), not recounted: the engine asks for it on every step.
 """
 
 from __future__ import annotations
@@ -14,6 +15,28 @@ from edge_infer.engine.sequence import Sequence
 _cell_ids = itertools.count()
 
 
+class CellLedger:
+    """How many slots hold each KV cell (our numbering); its length is the cells in use."""
+
+    def __init__(self) -> None:
+        self._holders: dict[int, int] = {}
+
+    def __len__(self) -> int:  # one dict length: safe to read from another thread
+        return len(self._holders)
+
+    def hold(self, cells) -> None:
+        for c in cells:
+            self._holders[c] = self._holders.get(c, 0) + 1
+
+    def release(self, cells) -> None:
+        for c in cells:
+            n = self._holders[c] - 1
+            if n:
+                self._holders[c] = n
+            else:
+                del self._holders[c]
+
+
 @dataclass
 class Slot:
     id: int
@@ -23,18 +46,24 @@ class Slot:
     cells: list[int] = field(default_factory=list)
     seq: Sequence | None = None
     last_used: int = 0
+    ledger: CellLedger = field(default_factory=CellLedger, repr=False)  # shared by a pool's slots
 
     def extend(self, tokens: list[int]) -> None:
+        new = list(itertools.islice(_cell_ids, len(tokens)))
         self.cached.extend(tokens)
-        self.cells.extend(itertools.islice(_cell_ids, len(tokens)))
+        self.cells.extend(new)
+        self.ledger.hold(new)
 
     def trim(self, n: int) -> None:
+        self.ledger.release(self.cells[n:])
         del self.cached[n:]
         del self.cells[n:]
 
     def share(self, donor: "Slot", n: int) -> None:
+        self.ledger.release(self.cells)
         self.cached[:] = donor.cached[:n]
         self.cells[:] = donor.cells[:n]
+        self.ledger.hold(self.cells)
 
     def restored(self, tokens) -> None:
         """The slot now holds a saved state of these tokens (new cells of its own)."""
@@ -43,8 +72,9 @@ class Slot:
 
 
 def cells_in_use(slots: list[Slot]) -> int:
-    """KV cells holding something, shared ones once (safe from another thread: copies first)."""
-    return len(set().union(*(list(s.cells) for s in slots)))
+    """KV cells holding something, shared ones once (safe from another thread)."""
+    ledgers = {id(s.ledger): s.ledger for s in slots}
+    return sum(len(ledger) for ledger in ledgers.values())
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -150,9 +150,10 @@ def test_no_sharing_without_the_flag():
 
 
 def test_cells_in_use_counts_shared_cells_once():
-    from edge_infer.engine.scheduler import Slot, cells_in_use
+    from edge_infer.engine.slots import CellLedger, Slot, cells_in_use
 
-    a, b = Slot(0), Slot(1)
+    pool = CellLedger()
+    a, b = Slot(0, ledger=pool), Slot(1, ledger=pool)
     a.extend(list(range(10)))
     b.share(a, 6)
     b.extend([50, 51, 52])
@@ -162,3 +163,8 @@ def test_cells_in_use_counts_shared_cells_once():
     assert cells_in_use([a, b]) == 9
     b.trim(0)
     assert cells_in_use([a, b]) == 4
+    b.share(a, 2)        # sharing again holds the same cells, nothing new
+    assert cells_in_use([a, b]) == 4
+    b.restored([7, 8, 9])  # a restore puts the state in cells of its own
+    assert cells_in_use([a, b]) == 7
+    assert len(pool) == len(set(a.cells) | set(b.cells))

@@ -1,5 +1,6 @@
 """`edge-infer bench-memory MODEL`: conversations kept at one KV budget and follow-up TTFT,
-edge-infer vs llama.cpp's llama-server (built once by packaging/llama_server.py), one run."""
+edge-infer vs llama.cpp's llama-server (built once by packaging/llama_server.py), and serve's
+defaults vs the memory layout of before the shared pool, one run."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--conversations", default="4,5,8,9",
                    help="conversation counts for the 'kept' table (default 4,5,8,9)")
-    p.add_argument("--skip-ttft", action="store_true", help="only the 'kept' table")
+    p.add_argument("--tables", default="kept,ttft,serve",
+                   help="which tables, comma-separated: kept, ttft, serve (default all three)")
     p.set_defaults(func=main)
 
 
@@ -24,8 +26,23 @@ def _table(rows: list[list[str]]) -> str:
 def main(args) -> int:
     from edge_infer.bench import memory as m
 
+    tables = {t.strip() for t in args.tables.split(",") if t.strip()}
+    unknown = tables - {"kept", "ttft", "serve"}
+    if unknown:
+        raise SystemExit(f"--tables: unknown table(s) {', '.join(sorted(unknown))}; choose from kept, ttft, serve")
     path, _ = resolve_model(args.model)
-    binary = m.build_llama_server()
+    if "kept" in tables or "ttft" in tables:
+        binary = m.build_llama_server()
+    if "kept" in tables:
+        _kept_table(m, binary, path, args)
+    if "ttft" in tables:
+        _ttft_table(m, binary, path, args.threads)
+    if "serve" in tables:
+        _serve_table(m, path, args.threads)
+    return 0
+
+
+def _kept_table(m, binary, path, args) -> None:
     counts = [int(x) for x in args.conversations.split(",") if x.strip()]
     t = args.threads
     # llama-server -c 4096 -np 4 holds 4,096 f16 cells: the KV memory every row gets.
@@ -45,8 +62,9 @@ def main(args) -> int:
             print(f"done: {srv.label}", flush=True)
     print("\nConversations kept without re-evaluation (~900-token histories, follow-ups round robin)")
     print(_table(rows))
-    if args.skip_ttft:
-        return 0
+
+
+def _ttft_table(m, binary, path, t: int) -> None:
     ttft = [m.llama_server(binary, path, t, 8192, 4, 8192),
             m.edge_infer(path, t, 4096, 4, "--prompt-cache-mib", "512")]
     rows = [["server (16 conversations, 4 slots)", "follow-up p50 ms", "fresh ~50-token p50 ms",
@@ -59,4 +77,27 @@ def main(args) -> int:
             print(f"done: {srv.label}", flush=True)
     print("\nFollow-up turns in random order (one-token replies: latency = TTFT)")
     print(_table(rows))
-    return 0
+
+
+def _serve_table(m, path, t: int) -> None:
+    """`serve` with its defaults vs the layout of before the pool (every one of 4 slots
+    reserved a 4,096-cell f16 context, no prompt cache): memory, throughput, long prompts."""
+    from edge_infer.bench.http import run_http_pass, warm_up
+
+    runs = [m.edge_infer(path, t, 4096, 4, "--kv-budget", "16384cells", "--prompt-cache-mib", "0"),
+            m.edge_infer(path, t, 4096, 4)]
+    rows = [["serve --ctx 4096 --parallel 4", "RSS loaded MiB", "tok/s c=1", "tok/s c=8",
+             "4 x ~3,300-token prompts: refused", "peak RSS MiB"]]
+    for srv in runs:
+        with srv:
+            warm_up(srv.target)
+            loaded = srv.rss()
+            one = run_http_pass(srv.label, srv.target, 1, 8, 64)
+            eight = run_http_pass(srv.label, srv.target, 8, 16, 64)
+            long = m.long_conversations(srv.target.base_url, srv.rss)
+            label = srv.label + ("  (as before the pool)" if "16384" in srv.label else "  (defaults)")
+            rows.append([label, f"{loaded / 2**20:.1f}", f"{one.agg_tok_s:.1f}", f"{eight.agg_tok_s:.1f}",
+                         f"{long['refused']} of 4", f"{long['peak_rss'] / 2**20:.1f}"])
+            print(f"done: {label}", flush=True)
+    print("\nserve's defaults vs the memory of before the shared pool (ctx x slots f16, no prompt cache)")
+    print(_table(rows))

@@ -1,5 +1,5 @@
 """HTTP load: closed-loop streaming clients against any OpenAI-compatible server, and the
-servers to compare (ours and llama-cpp-python's) started as processes, one at a time.
+servers to compare (ours, llama-cpp-python's; llama-server in bench/llama_server.py) started as processes, one at a time.
 
 Clients are async on one event loop (cheap on a 2-core machine that also runs the server).
 Tokens are counted from the final usage chunk when the server sends one, else one per
@@ -130,16 +130,17 @@ def free_port() -> int:
 class ServerProcess:
     """A server under test in its own process: started, awaited, measured, stopped."""
 
-    def __init__(self, label: str, argv: list[str], port: int):
-        self.label, self.argv, self.port = label, argv, port
+    def __init__(self, label: str, argv: list[str], port: int, env: dict | None = None):
+        self.label, self.argv, self.port, self.env = label, argv, port, env
         self.target = Target(f"http://127.0.0.1:{port}/v1")
         self.proc: subprocess.Popen | None = None
 
     @classmethod
-    def ours(cls, model_path, threads: int, ctx: int, parallel: int) -> "ServerProcess":
+    def ours(cls, model_path, threads: int, ctx: int, parallel: int, *flags: str) -> "ServerProcess":
         port = free_port()
         return cls("edge-infer", [sys.executable, "-m", "edge_infer", "serve", str(model_path), "--port", str(port),
-                                  "--threads", str(threads), "--ctx", str(ctx), "--parallel", str(parallel)], port)
+                                  "--threads", str(threads), "--ctx", str(ctx), "--parallel", str(parallel),
+                                  *flags], port)
 
     @classmethod
     def llama_cpp(cls, model_path, threads: int, ctx: int, flash_attn: bool) -> "ServerProcess":
@@ -156,7 +157,7 @@ class ServerProcess:
 
         # Its log goes to a file: an unread pipe fills up with llama.cpp's load log and blocks it.
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -9,16 +9,15 @@ Turns are one-token completions, so a turn's latency is its time to first token.
 
 from __future__ import annotations
 
-import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 
 import httpx
 
+from edge_infer.bench import llama_server as llama_server_bench
 from edge_infer.bench.http import ServerProcess, free_port
 
 FOLLOW_UP = "Now say it again in five words."
@@ -101,15 +100,7 @@ def follow_up_ttft(chat: Chat, n: int = 16, seed: int = 0) -> dict:
 
 def llama_server(binary: str, model_path, threads: int, ctx: int, parallel: int, cache_ram_mib: int,
                  extra: list[str] = ()) -> ServerProcess:
-    port = free_port()
-    os.environ["LD_LIBRARY_PATH"] = os.path.dirname(binary)  # its libraries lie next to it
-    argv = [binary, "-m", str(model_path), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
-            "-c", str(ctx), "-np", str(parallel), "-fa", "auto", "-b", "512", "-ub", "512",
-            "--cache-ram", str(cache_ram_mib), "--no-warmup",
-            # As edge-infer decides for this CPU (engine/backend.py): no extra buffer types. With
-            # them llama-server dies of SIGILL on AMX machines (tiles not enabled for the process).
-            "--no-repack", *extra]
-    return ServerProcess(f"llama-server -c {ctx} -np {parallel} --cache-ram {cache_ram_mib}", argv, port)
+    return llama_server_bench.process(binary, model_path, threads, ctx, parallel, cache_ram_mib, extra)
 
 
 def edge_infer(model_path, threads: int, ctx: int, parallel: int, *flags: str) -> ServerProcess:
@@ -120,9 +111,7 @@ def edge_infer(model_path, threads: int, ctx: int, parallel: int, *flags: str) -
 
 
 def build_llama_server() -> str:
-    script = os.path.join(os.path.dirname(__file__), "..", "..", "packaging", "llama_server.py")
-    out = subprocess.run([sys.executable, script], check=True, capture_output=True, text=True)
-    return out.stdout.strip().splitlines()[-1]
+    return llama_server_bench.build()
 
 
 def f16_mib(model_path, cells: int) -> float:

@@ -2,7 +2,8 @@
 
   edge-infer loadtest http://127.0.0.1:8080/v1          # any server, ours or not
   edge-infer loadtest --socket ~/.edge-infer.sock       # ours on a Unix socket
-  edge-infer loadtest --compare smollm2                 # ours vs python -m llama_cpp.server
+  edge-infer loadtest --compare llama-server            # ours vs llama.cpp's C++ llama-server
+  edge-infer loadtest --compare smollm2 --baseline llama_cpp   # vs python -m llama_cpp.server
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import sys
 
 _DEFAULT = "\0default"
+BASELINES = ("llama-server", "llama_cpp")
 
 
 def register(sub) -> None:
@@ -21,7 +23,11 @@ def register(sub) -> None:
     p.add_argument("--api-key", help="sent as 'Authorization: Bearer KEY'")
     p.add_argument("--label", default="server", help="name of this system in the table")
     p.add_argument("--compare", nargs="?", const=_DEFAULT, metavar="MODEL",
-                   help="start `edge-infer serve MODEL` and `python -m llama_cpp.server` in turn and compare")
+                   help="start `edge-infer serve MODEL` (default: the default model) and a baseline in turn "
+                        "and compare; `--compare llama-server` / `--compare llama_cpp` names the baseline instead")
+    p.add_argument("--baseline", choices=BASELINES, default=None,
+                   help="--compare: llama.cpp's C++ llama-server (default; built once, cached) or "
+                        "python -m llama_cpp.server")
     p.add_argument("--concurrency", default="1,2,4,8", help="comma-separated client counts")
     p.add_argument("--requests", type=int, default=16, help="requests per pass (at least one per client)")
     p.add_argument("--max-tokens", type=int, default=64)
@@ -30,7 +36,7 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, help="--compare: threads for both servers (default: physical cores)")
     p.add_argument("--ctx", type=int, default=1024, help="--compare: context per sequence for both servers")
     p.add_argument("--baseline-flash-attn", choices=["on", "off"], default="on",
-                   help="--compare: flash attention for llama_cpp.server ('on' matches ours: auto = on for CPU)")
+                   help="--compare with llama_cpp: its flash attention ('on' matches ours: auto = on for CPU)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.set_defaults(func=main)
 
@@ -65,22 +71,49 @@ def main(args) -> int:
     return 0
 
 
+def _baseline_and_model(args) -> tuple[str, str | None]:
+    """`--compare llama-server` names a baseline, `--compare smollm2` a model."""
+    value = None if args.compare == _DEFAULT else args.compare
+    if value in BASELINES:
+        if args.baseline and args.baseline != value:
+            raise SystemExit(f"--compare {value} and --baseline {args.baseline} disagree")
+        return value, None
+    return args.baseline or "llama-server", value
+
+
+def _systems(args, levels, path, threads):
+    """(ours, baseline) factories with matching settings: threads, slots, context per slot,
+    the same KV cells in total, flash attention auto, the same prompt cache size."""
+    from edge_infer.bench.http import ServerProcess
+    from edge_infer.config import EngineSettings
+
+    baseline, _ = _baseline_and_model(args)
+    slots = max(levels)
+    if baseline == "llama_cpp":   # one sequence at a time: its context is one slot's
+        return (lambda: ServerProcess.ours(path, threads, args.ctx, slots),
+                lambda: ServerProcess.llama_cpp(path, threads, args.ctx, flash_attn=args.baseline_flash_attn == "on"))
+    from edge_infer.bench import llama_server
+
+    binary = llama_server.build()
+    cells, cache_mib = args.ctx * slots, EngineSettings().prompt_cache_mib
+    return (lambda: ServerProcess.ours(path, threads, args.ctx, slots, "--kv-budget", f"{cells}cells"),
+            lambda: llama_server.process(binary, path, threads, cells, slots, cache_mib, label="llama-server"))
+
+
 def _compare(args, levels):
     """Each server alone on the machine (two llama.cpp thread teams distort each other),
     alternating per concurrency so drift in machine speed hits both alike."""
-    from edge_infer.bench.http import ServerProcess, run_http_pass, warm_up
+    from edge_infer.bench.http import run_http_pass, warm_up
     from edge_infer.bench.workload import median_pass
     from edge_infer.commands.common import resolve_model
     from edge_infer.config import EngineSettings
 
-    path, name = resolve_model(None if args.compare == _DEFAULT else args.compare)
+    baseline, model = _baseline_and_model(args)
+    path, name = resolve_model(model)
     threads = args.threads or EngineSettings().n_threads
-    systems = [
-        lambda: ServerProcess.ours(path, threads, args.ctx, parallel=max(levels)),
-        lambda: ServerProcess.llama_cpp(path, threads, args.ctx, flash_attn=args.baseline_flash_attn == "on"),
-    ]
+    systems = _systems(args, levels, path, threads)
     print(f"{name}: {max(args.requests, 1)} requests x {args.max_tokens} tokens per pass, greedy, "
-          f"{threads} threads, ctx {args.ctx}; edge-infer with {max(levels)} slots", file=sys.stderr)
+          f"{threads} threads, ctx {args.ctx} per slot, {max(levels)} slots; baseline {baseline}", file=sys.stderr)
     runs: dict[tuple[int, int], list] = {}
     for _ in range(max(1, args.repeat)):
         for c in levels:
@@ -90,7 +123,7 @@ def _compare(args, levels):
                     result = run_http_pass(server.label, server.target, c, args.requests, args.max_tokens,
                                            server.rss)
                 runs.setdefault((i, c), []).append(result)
-                print(f"  {server.label:<10} c={c}: {result.agg_tok_s:.1f} tok/s, TTFT p50 "
+                print(f"  {server.label:<12} c={c}: {result.agg_tok_s:.1f} tok/s, TTFT p50 "
                       f"{result.ttft_p50_s * 1000:.0f} ms, {result.errors} errors", file=sys.stderr)
     return [median_pass(runs[(0, c)]) for c in levels], [median_pass(runs[(1, c)]) for c in levels]
 

@@ -65,10 +65,40 @@ def test_compare_with_llama_cpp_server(smollm2_path, tmp_path):
     # llama_cpp.server's extras come with the dev extra (pyproject.toml): no skip.
     import fastapi, pydantic_settings, sse_starlette, starlette_context  # noqa: E401,F401
     out = tmp_path / "cmp.json"
-    r = loadtest("--compare", smollm2_path, "--concurrency", "2", "--requests", "2", "--max-tokens", "4",
+    r = loadtest("--compare", smollm2_path, "--baseline", "llama_cpp", "--concurrency", "2", "--requests", "2", "--max-tokens", "4",
                  "--ctx", "512", "--json", out)
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     assert data["passes"][0]["system"] == "edge-infer" and data["baseline"][0]["system"] == "llama_cpp"
     assert data["passes"][0]["errors"] == 0 and data["baseline"][0]["errors"] == 0
     assert "x agg" in r.stdout
+
+
+def test_compare_names_a_baseline_or_a_model():
+    from argparse import Namespace
+
+    from edge_infer.commands.loadtest import _DEFAULT, _baseline_and_model
+
+    assert _baseline_and_model(Namespace(compare=_DEFAULT, baseline=None)) == ("llama-server", None)
+    assert _baseline_and_model(Namespace(compare="llama-server", baseline=None)) == ("llama-server", None)
+    assert _baseline_and_model(Namespace(compare="smollm2", baseline="llama_cpp")) == ("llama_cpp", "smollm2")
+    try:
+        _baseline_and_model(Namespace(compare="llama_cpp", baseline="llama-server"))
+    except SystemExit as exc:
+        assert "disagree" in str(exc)
+    else:
+        raise AssertionError("contradicting --compare/--baseline accepted")
+
+
+def test_llama_server_gets_edge_infers_buffer_types(monkeypatch):
+    """The baseline runs with the CPU buffer types edge-infer chose here (no repack where
+    edge-infer turns extra buffer types off, e.g. on AMX), with -c as the slots' total."""
+    from edge_infer.bench import llama_server
+
+    for ours_uses, repack_flag in ((True, False), (False, True)):
+        monkeypatch.setattr(llama_server, "edge_infer_uses_extra_bufts", lambda v=ours_uses: v)
+        srv = llama_server.process("/opt/ls/llama-server", "m.gguf", 2, 8192, 8, 128)
+        assert ("--no-repack" in srv.argv) is repack_flag
+        argv = " ".join(srv.argv)
+        assert "-c 8192 -np 8" in argv and "-t 2 -tb 2" in argv and "-fa auto" in argv
+        assert srv.env["LD_LIBRARY_PATH"] == "/opt/ls"

@@ -36,6 +36,9 @@ class EngineSettings:
     kv_budget: str = ""
     # RAM cache of KV states of conversations that lost their slot (0 = off).
     prompt_cache_mib: int = 128
+    # N-gram speculation (prompt lookup): up to this many drafted tokens verified per step
+    # for each request that does not choose itself (0 = off). Output is unchanged either way.
+    draft_max: int = 0
     queue_size: int = 64        # requests waiting beyond the slots; more are refused
     # Every request ends: one that is still queued or generating this many seconds after it
     # was submitted is finished with an error and its slot freed (0 = no deadline).

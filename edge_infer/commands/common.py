@@ -35,6 +35,10 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
                         "default: the memory plan's)")
     g.add_argument("--prompt-cache-mib", type=int, metavar="MIB",
                    help="RAM kept for KV states of conversations that lost their slot (default 128; 0 = off)")
+    g.add_argument("--draft-max", type=int, metavar="N",
+                   help="n-gram speculation: draft up to N tokens per step from the prompt and the text "
+                        "so far, verified in the same batch; same output, faster on repetitive text "
+                        "(default 0 = off; a request may set 'speculative')")
     g.add_argument("--request-timeout", type=int, metavar="S",
                    help="end any request still running S seconds after it was submitted (default 600; 0 = never)")
     g.add_argument("--stall-timeout", type=float, metavar="S",
@@ -59,7 +63,8 @@ def engine_settings(args, **overrides) -> EngineSettings:
                   n_gpu_layers=args.n_gpu_layers, n_batch=args.n_batch, kv_unified=args.kv_unified,
                   flash_attn=args.flash_attn, cache_type_k=getattr(args, "cache_type_k", None),
                   cache_type_v=getattr(args, "cache_type_v", None), kv_budget=getattr(args, "kv_budget", None),
-                  prompt_cache_mib=getattr(args, "prompt_cache_mib", None), request_timeout=getattr(args, "request_timeout", None),
+                  prompt_cache_mib=getattr(args, "prompt_cache_mib", None),
+                  draft_max=getattr(args, "draft_max", None), request_timeout=getattr(args, "request_timeout", None),
                   stall_timeout=getattr(args, "stall_timeout", None))
     values.update(overrides)
     return EngineSettings.from_env(**values)

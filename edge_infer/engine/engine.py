@@ -29,6 +29,7 @@ from edge_infer.engine.sampling import build_sampler
 from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler
 from edge_infer.engine.slot_memory import SlotMemory
 from edge_infer.engine.sequence import Request, Sequence, Status
+from edge_infer.engine.speculation import Speculation, check_draft_max
 from edge_infer.engine.snapshot import build_snapshot
 from edge_infer.engine.stats import EngineSnapshot, EngineStats, FinishedRequest
 from edge_infer.engine.stream import FinishEvent, RequestStream
@@ -44,6 +45,7 @@ class Engine:
                  name: str | None = None):
         self.settings = s = settings or EngineSettings.from_env()
         check_kv_types(s.cache_type_k, s.cache_type_v, s.flash_attn)  # before llama.cpp sees them
+        check_draft_max(s.draft_max)
         # Validate the file ourselves first: llama.cpp aborts the process on some bad files.
         self.info = read_model_info(model_path)
         self.name = name or Path(model_path).stem
@@ -80,11 +82,12 @@ class Engine:
                                    share_prefixes=s.kv_unified and self.model.n_swa == 0,
                                    pool_cells=self.pool_cells, cached_prefix=self.prompt_cache.peek)
         self.memory = SlotMemory(self.ctx, self.scheduler, self.prompt_cache, self.model.n_swa)
+        self.stats = EngineStats()  # written by the engine thread only
+        self.speculation = Speculation(self.model, s, self.runner, self.memory, self.scheduler, self.stats)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._live: dict[str, Sequence] = {}  # submitted and not finished
         self._closed = False
-        self.stats = EngineStats()  # written by the engine thread only
         self.recent: deque[FinishedRequest] = deque(maxlen=200)  # newest last
         self.clock = StepClock()
         self._thread = threading.Thread(target=self._run, name="edge-infer-engine", daemon=True)
@@ -116,6 +119,8 @@ class Engine:
             raise BadRequestError(str(exc)) from exc
         stream = RequestStream(request.id, cancel=lambda: self.cancel(request.id))
         seq = Sequence(request, tokens, stream, sampler)
+        # Indexing a long prompt for drafts happens here, not on the engine thread.
+        seq.drafter = self.speculation.drafter_for(request, tokens)
         if self.settings.request_timeout > 0:
             seq.deadline = seq.stats.queued_at + self.settings.request_timeout
         with self._lock:
@@ -266,7 +271,9 @@ class Engine:
         items = self.memory.make_room(items)
         if not items:
             return
+        started = time.perf_counter()
         failed = self.runner.decode(items)
+        now = time.perf_counter()
         if failed == KV_FULL and len(self.scheduler.running) > 1:
             # Our count of free cells was off (nothing was decoded): make room, retry next step.
             self.memory.preempt_now()
@@ -276,15 +283,22 @@ class Engine:
                 self.memory.reset_failed(self.scheduler.slots[it.seq.slot])
                 self._fail(it.seq, failed)
             return
-        now = time.perf_counter()
+        n_tokens = sum(len(it.tokens) for it in items)
+        n_drafted = sum(len(it.draft) for it in items)
         n_decode = sum(it.seq.status is Status.DECODE for it in items)
-        self.stats.stepped(sum(len(it.tokens) for it in items) - n_decode, n_decode, now)
-        sampled = [self.runner.sample(it.seq, it.row) for it in self.scheduler.decoded(items)]
-        for s in sampled:
-            if s.token is not None:
-                self.stats.first_token(s.seq.stats, now)
-        for outcome in self.scheduler.postprocess(sampled, self.model):
-            self._deliver(outcome)
+        self.scheduler.step_cost.observe(n_tokens, now - started)
+        self.stats.stepped(n_tokens - n_decode - n_drafted, n_decode, now)
+        for it in self.scheduler.decoded(items):
+            sampled = self.speculation.sample(it) if it.draft else [self.runner.sample(it.seq, it.row)]
+            if sampled is None:
+                self._fail(it.seq, "llama.cpp could not remove rejected draft tokens from the KV cache")
+                continue
+            if sampled[0].token is not None:
+                self.stats.first_token(it.seq.stats, now)
+            for outcome in self.scheduler.postprocess(sampled, self.model):
+                self._deliver(outcome)
+                if outcome.finish:
+                    break  # what was sampled after a stop is not the request's
 
     def _deliver(self, outcome: Outcome) -> None:
         seq = outcome.seq

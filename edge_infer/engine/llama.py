@@ -103,6 +103,9 @@ class LlamaModel:
         self.vocab = llama_cpp.llama_model_get_vocab(self.handle)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.n_swa = llama_cpp.llama_model_n_swa(self.handle)
+        # Recurrent state cannot be cut back to a position (rejected drafts could not be undone).
+        self.recurrent = any(bool(getattr(llama_cpp, f, lambda _: False)(self.handle))
+                             for f in ("llama_model_is_recurrent", "llama_model_is_hybrid"))
         self.size_bytes = llama_cpp.llama_model_size(self.handle)
         self.bos = llama_cpp.llama_vocab_bos(self.vocab)
         self.eos = llama_cpp.llama_vocab_eos(self.vocab)

@@ -29,6 +29,10 @@ class ModelRunner:
         batch.clear()
         for it in items:
             last = len(it.tokens) - 1
+            if it.draft:  # every position is sampled to verify the draft
+                it.rows = [batch.add(tok, it.pos + j, it.seq.slot, True) for j, tok in enumerate(it.tokens)]
+                it.row = it.rows[-1]
+                continue
             for j, tok in enumerate(it.tokens):
                 it.row = batch.add(tok, it.pos + j, it.seq.slot, it.wants_logits and j == last)
         rc = self.ctx.decode(batch)
@@ -47,6 +51,18 @@ class ModelRunner:
         if token is None:
             return Sampled(seq, None)
         return Sampled(seq, token, self.logprobs(row) if seq.request.capture_logprobs else None)
+
+    def verify(self, it: BatchItem) -> list[Sampled]:
+        """Sample position by position while the model agrees with the draft: the sampled
+        tokens (each accepted draft token, then the model's own next one) are exactly what
+        decoding one token at a time would have produced, the sampler chain seeing each."""
+        out = []
+        for j, row in enumerate(it.rows):
+            s = self.sample(it.seq, row)
+            out.append(s)
+            if s.token is None or j == len(it.draft) or s.token != it.draft[j]:
+                break
+        return out
 
     def logprobs(self, row: int) -> np.ndarray:
         """Log-softmax of one row's logits over the whole vocabulary."""

@@ -15,14 +15,18 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
-from edge_infer.engine.postprocess import Outcome, Sampled, Vocab, postprocess_token
+from edge_infer.engine.postprocess import Sampled, Vocab, postprocess_token
 from edge_infer.engine.sequence import Sequence, Status
+from edge_infer.engine.step_cost import StepCost
 from edge_infer.engine.slots import CellLedger, Slot, cells_in_use, common_prefix
 
 __all__ = ["Admission", "BatchItem", "Scheduler", "Slot", "cells_in_use", "common_prefix", "SMALL_LOSS"]
 
 _tick = itertools.count()
 SMALL_LOSS = 256  # cached tokens not worth keeping a slot for (one flash-attention block)
+# Drafted tokens in one step, over all sequences: verifying them is extra compute, which a
+# CPU batch of many sequences has least of to spare.
+MAX_DRAFT_TOKENS_PER_STEP = 16
 
 
 @dataclass
@@ -32,6 +36,10 @@ class BatchItem:
     pos: int
     wants_logits: bool  # last prompt token or a decode token: sample after decode
     row: int = -1       # the logits row of its last token, set by ModelRunner.decode
+    # Speculation: drafted tokens fed after the decode token (tokens = [next] + draft); each
+    # position's logits are sampled to verify them (engine/speculation.py).
+    draft: list[int] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)  # logits rows of every token, when drafted
 
 
 @dataclass
@@ -60,6 +68,7 @@ class Scheduler:
         self.share_prefixes = share_prefixes
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
+        self.step_cost = StepCost()  # the engine times its decodes into it; drafts follow it
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -177,7 +186,34 @@ class Scheduler:
                 last = n == seq.prefill_left
                 items.append(BatchItem(seq, chunk, seq.n_past, last and not seq.resumed))
                 budget -= n
+        if budget > 0:
+            self._add_drafts(items, budget)
         return items
+
+    def _add_drafts(self, items: list[BatchItem], budget: int) -> None:
+        """Speculation rides on the batch's spare room: drafts take only free KV cells and
+        batch slots left after decode tokens and prompt chunks, never a preemption, and stay
+        inside the request's max_tokens and context."""
+        n_tokens = sum(len(it.tokens) for it in items)
+        spare = min(budget, self.free_cells() - n_tokens, MAX_DRAFT_TOKENS_PER_STEP)
+        threshold = self.step_cost.threshold(n_tokens, sum(it.seq.status is Status.DECODE for it in items))
+        for it in items:
+            seq = it.seq
+            if spare <= 0:
+                break
+            if seq.drafter is None or seq.status is not Status.DECODE:
+                continue
+            room = spare
+            if seq.params.max_tokens:   # each accepted draft token is one more generated token
+                room = min(room, seq.params.max_tokens - len(seq.generated) - 1)
+            if self.n_ctx_seq is not None:  # leave a cell to feed the last sampled token back
+                room = min(room, self.n_ctx_seq - seq.n_past - 2)
+            seq.drafter.sync(seq.generated)
+            draft = seq.drafter.draft(room, threshold)
+            if draft:
+                it.draft = draft
+                it.tokens = it.tokens + draft
+                spare -= len(draft)
 
     def decoded(self, items: list[BatchItem]) -> list[BatchItem]:
         """Record a decode that succeeded: the slots cache these tokens, and a prompt evaluated
@@ -193,10 +229,13 @@ class Scheduler:
                 to_sample.append(it)
         return to_sample
 
-    def postprocess(self, sampled: list[Sampled], vocab: Vocab) -> list[Outcome]:
-        """Give each sequence its sampled token and decide which ones end (postprocess.py).
-        The engine streams the events and finishes those, which frees their slots."""
-        return [postprocess_token(s, vocab, self.n_ctx_seq) for s in sampled]
+    def postprocess(self, sampled: list[Sampled], vocab: Vocab):
+        """Give each sequence its sampled tokens in order and decide which ones end
+        (postprocess.py), one at a time: a consumer that stops at a finish (one sequence's
+        verified draft) leaves the tokens after it unapplied. The engine streams the events
+        and finishes those sequences, which frees their slots."""
+        for s in sampled:
+            yield postprocess_token(s, vocab, self.n_ctx_seq)
 
     def finish(self, seq: Sequence) -> None:
         seq.status = Status.FINISHED

@@ -24,6 +24,7 @@ class Request:
     source: str = "api"                    # who asked: cli, chat, api, bench (shown in stats)
     capture_logprobs: bool = False         # full log-softmax per generated position
     forced_tokens: list[int] | None = None  # evaluation: emit these instead of sampling
+    draft_max: int | None = None           # n-gram speculation: tokens drafted per step (0 off, None: server's)
     id: str = field(default_factory=lambda: f"req-{next(_ids)}")
 
 
@@ -58,6 +59,7 @@ class Sequence:
         # which is fed as before: nothing streamed is lost or repeated.
         self.resume_tokens: list[int] | None = None
         self.preemptions = 0
+        self.drafter = None                  # NgramDrafter when speculation is on (engine/ngram.py)
 
     @property
     def resumed(self) -> bool:

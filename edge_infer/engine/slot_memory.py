@@ -93,6 +93,17 @@ class SlotMemory:
         if data is not None:
             self.cache.put(slot.cached, data)
 
+    def drop_rejected(self, slot: Slot, n_rejected: int) -> bool:
+        """Remove the cells of draft tokens the model did not confirm (the newest ones)."""
+        if n_rejected <= 0:
+            return True
+        keep = len(slot.cached) - n_rejected
+        if self.ctx.seq_rm(slot.id, keep, -1):
+            slot.trim(keep)
+            return True
+        self.forget(slot)
+        return False
+
     def forget(self, slot: Slot) -> None:
         """Empty a slot's KV cells and its record of them (slot.cached mirrors the cache)."""
         self.ctx.seq_rm(slot.id, -1, -1)

@@ -43,7 +43,9 @@ def build_snapshot(engine) -> EngineSnapshot:
         prompt_cache_entries=cache.entries, prompt_cache_bytes=cache.bytes,
         prompt_cache_cap_bytes=engine.prompt_cache.cap_bytes, prompt_cache_hits_total=cache.hits,
         prompt_cache_misses_total=cache.misses, prompt_cache_evictions_total=cache.evictions,
-        prompt_cache_restored_tokens_total=mem.restored_tokens)
+        prompt_cache_restored_tokens_total=mem.restored_tokens,
+        draft_max=engine.speculation.default_max if engine.speculation.supported else 0,
+        draft_tokens_total=stats.draft_tokens, draft_accepted_total=stats.draft_accepted)
 
 
 @functools.cache

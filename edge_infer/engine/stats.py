@@ -84,9 +84,18 @@ class EngineSnapshot:
     prompt_cache_misses_total: int = 0
     prompt_cache_evictions_total: int = 0
     prompt_cache_restored_tokens_total: int = 0  # tokens restored instead of evaluated
+    # n-gram speculation (engine/speculation.py)
+    draft_max: int = 0                  # the server's default drafted tokens per step (0 = off)
+    draft_tokens_total: int = 0
+    draft_accepted_total: int = 0
+
+    @property
+    def draft_acceptance(self) -> float:
+        """Share of drafted tokens the model confirmed (0 before any draft)."""
+        return self.draft_accepted_total / self.draft_tokens_total if self.draft_tokens_total else 0.0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"draft_acceptance": round(self.draft_acceptance, 4)}
 
 
 def percentile(values, q: float) -> float:
@@ -136,6 +145,8 @@ class EngineStats:
     prompt_tokens: int = 0        # of requests that got a slot
     prompt_eval_tokens: int = 0   # of those, evaluated (not reused from the KV cache)
     generated_tokens: int = 0
+    draft_tokens: int = 0         # n-gram speculation: tokens drafted and verified
+    draft_accepted: int = 0       # of those, the ones the model confirmed
     ttfts: deque[float] = field(default_factory=lambda: deque(maxlen=100))  # seconds, newest last
     decode_rate: RateMeter = field(default_factory=RateMeter)
     prefill_rate: RateMeter = field(default_factory=RateMeter)

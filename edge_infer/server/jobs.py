@@ -78,6 +78,7 @@ class Choice:
 class Job:
     def __init__(self, engine, body: ChatCompletionRequest | CompletionRequest, source: str = "api"):
         self.engine = engine
+        self._server_draft_max = getattr(getattr(engine, "settings", None), "draft_max", 0)
         self.body = body
         self.streams: list[RequestStream] = []
         self.choices: list[Choice] = []
@@ -101,7 +102,8 @@ class Job:
             for kind, prompt in prompts:
                 for i in range(body.n):
                     req = Request(**{kind: prompt}, sampling=sampling_for(body, grammar, i),
-                                  source=self._source, capture_logprobs=self.logprobs)
+                                  source=self._source, capture_logprobs=self.logprobs,
+                                  draft_max=body.draft_max(self._server_draft_max))
                     self.choices.append(Choice(len(self.choices), prompt if kind != "messages" else None))
                     self.streams.append(self.engine.submit(req))
         except Exception as exc:  # refused by the engine: nothing of this call may keep running

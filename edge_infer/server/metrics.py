@@ -53,6 +53,8 @@ class EngineCollector:
             ("prompt_cache_entries", "Saved conversations in the RAM prompt cache", s.prompt_cache_entries),
             ("decode_tokens_per_second", "Aggregate decode rate over the last seconds", s.decode_tok_s),
             ("prefill_tokens_per_second", "Aggregate prefill rate over the last seconds", s.prefill_tok_s),
+            ("draft_acceptance_ratio", "n-gram speculation: drafted tokens the model confirmed, since start",
+             s.draft_acceptance),
         ]
         for name, doc, value in gauges:
             g = GaugeMetricFamily(f"edge_infer_{name}", doc, labels=list(labels))
@@ -71,6 +73,9 @@ class EngineCollector:
              s.prompt_cache_evictions_total),
             ("prompt_cache_restored_tokens", "Tokens restored from the prompt cache instead of evaluated",
              s.prompt_cache_restored_tokens_total),
+            ("draft_tokens", "n-gram speculation: tokens drafted and verified", s.draft_tokens_total),
+            ("draft_accepted_tokens", "n-gram speculation: drafted tokens the model confirmed",
+             s.draft_accepted_total),
         ]
         for name, doc, value in counters:
             c = CounterMetricFamily(f"edge_infer_{name}", doc, labels=list(labels))

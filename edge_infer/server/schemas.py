@@ -77,6 +77,9 @@ class _Sampling(_Body):
     repeat_penalty: float = Field(1.0, gt=0.0)
     ignore_eos: bool = False
     grammar: str | None = None
+    # n-gram speculation: true (the server's draft length, else 8), false, or the most tokens
+    # drafted per step (0-32). Unset: the server's --draft-max. The output is the same.
+    speculative: bool | int | None = None
     # OpenAI's shape: {"token id": bias in [-100, 100]}; ids are checked against the vocab
     # by the engine.
     logit_bias: dict[str, float] | None = Field(None, max_length=1024)
@@ -89,6 +92,22 @@ class _Sampling(_Body):
             if not -100 <= bias <= 100:
                 raise bad_request(f"logit_bias[{key!r}] is {bias}; biases go from -100 to 100", "logit_bias")
         return self
+
+    @model_validator(mode="after")
+    def _check_speculative(self):
+        v = self.speculative
+        if not isinstance(v, bool) and v is not None and not 0 <= v <= 32:
+            raise bad_request(f"speculative is {v}; give true, false or 0-32 drafted tokens", "speculative")
+        return self
+
+    def draft_max(self, server_default: int) -> int | None:
+        """Drafted tokens per step this request asks for (None: the server's default)."""
+        v = self.speculative
+        if v is None or v is False:
+            return None if v is None else 0
+        if v is True:
+            return server_default or 8
+        return int(v)
 
     @property
     def bias_pairs(self) -> tuple[tuple[int, float], ...]:

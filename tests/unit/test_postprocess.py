@@ -122,7 +122,7 @@ def test_end_releases_text_held_back_unless_stopped():
 def test_scheduler_postprocess_uses_its_context_limit():
     sched = Scheduler(n_slots=2, n_batch=8, n_ctx_seq=4)
     a, b = seq(prompt=[1, 2, 3]), seq(prompt=[1, 2, 3, 4])
-    outs = sched.postprocess([Sampled(a, 5), Sampled(b, 5)], VOCAB)
+    outs = list(sched.postprocess([Sampled(a, 5), Sampled(b, 5)], VOCAB))
     assert [o.seq for o in outs] == [a, b]
     assert [o.finish for o in outs] == [None, "length"]
 

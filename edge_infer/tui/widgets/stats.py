@@ -86,7 +86,8 @@ class StatsPane(Widget):
         self.query_one("#latency", Static).update(
             f"TTFT p50 {snap.ttft_p50_s * 1000:.0f} ms · p95 {snap.ttft_p95_s * 1000:.0f} ms   "
             f"running {snap.running} · queued {snap.queued} · slots {snap.slots_busy}/{snap.n_slots}   "
-            f"requests {snap.requests_total} · generated {snap.generated_tokens_total} tokens")
+            f"requests {snap.requests_total} · generated {snap.generated_tokens_total} tokens"
+            + _speculation_text(snap))
         table = self.query_one("#requests", DataTable)
         table.clear()
         for r in snap.requests:
@@ -96,3 +97,11 @@ class StatsPane(Widget):
     def _bar(self, name: str, value: int, total: int, text: str) -> None:
         self.query_one(f"#{name}-bar", ProgressBar).update(total=max(total, 1), progress=value)
         self.query_one(f"#{name}-text", Label).update(text)
+
+
+def _speculation_text(snap) -> str:
+    """Shown once speculation is on or has run (a request may opt in on its own)."""
+    if not snap.draft_max and not snap.draft_tokens_total:
+        return ""
+    return (f"\nn-gram drafts: {snap.draft_acceptance:.0%} accepted "
+            f"({snap.draft_accepted_total} of {snap.draft_tokens_total} tokens)")

@@ -7,6 +7,7 @@ in plan.fit takes a Machine, so tests and `--ram`-style overrides hand in any ma
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from edge_infer.units import GiB, MiB
 
@@ -70,11 +71,21 @@ def parse_nvidia_smi(text: str) -> tuple[GpuDevice, ...]:
     return tuple(gpus)
 
 
+# GPU backend libraries a portable (GGML_BACKEND_DL) build may carry beside libllama.
+_OFFLOAD_BACKENDS = ("cuda", "hip", "vulkan", "sycl", "musa", "metal")
+
+
 def _llama_can_offload() -> bool:
     try:
         import llama_cpp
+        import llama_cpp.llama_cpp as bindings
 
-        return bool(llama_cpp.llama_supports_gpu_offload())
+        if llama_cpp.llama_supports_gpu_offload():  # a GPU backend linked in, or already loaded
+            return True
+        # A portable build registers its GPU backend only once the engine loads it
+        # (engine/backend.py); asked before that, llama.cpp says "no offload" on a GPU build.
+        lib = Path(bindings._base_path)
+        return any(any(lib.glob(f"*ggml-{name}.*")) for name in _OFFLOAD_BACKENDS)
     except Exception:  # no llama_cpp at all: nothing can be offloaded
         return False
 

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from edge_infer.config import EngineSettings
@@ -11,7 +13,10 @@ def make_engine(smollm2_path):
     engines = []
 
     def make(path=None, **settings):
-        base = dict(ctx=1024, parallel=1, n_threads=2)
+        # EDGE_INFER_TEST_N_GPU_LAYERS=-1 runs these tests with every layer on the GPU
+        # (a CUDA build; the device check in packaging/gpu_check.sh).
+        base = dict(ctx=1024, parallel=1, n_threads=2,
+                    n_gpu_layers=int(os.environ.get("EDGE_INFER_TEST_N_GPU_LAYERS", "0")))
         base.update(settings)
         e = Engine(path or smollm2_path, EngineSettings(**base))
         engines.append(e)

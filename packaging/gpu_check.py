@@ -11,6 +11,7 @@ the plan misses llama.cpp's GPU buffers by more than 10% or the GPU is not used 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import subprocess
@@ -92,6 +93,8 @@ def main() -> int:
     p.add_argument("--ctx", type=int, default=4096)
     p.add_argument("--parallel", type=int, default=4)
     args = p.parse_args()
+    # llama.cpp's own log on stderr: where a load dies, its last lines say how far it got.
+    logging.basicConfig(level=logging.DEBUG if os.environ.get("EDGE_INFER_GPU_CHECK_DEBUG") else logging.INFO)
 
     machine = detect_machine()
     print(f"machine: {machine.describe()}; offload: {machine.gpu_offload}")

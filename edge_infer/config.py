@@ -24,6 +24,10 @@ class EngineSettings:
     # One KV buffer shared by all slots: measured 162 vs 126 tok/s at 8 sequences on
     # SmolLM2 (2 cores). Each sequence is still capped at `ctx` tokens.
     kv_unified: bool = True
+    # A persistent CPU threadpool per context with hybrid polling, 0 (sleep at once) ..
+    # 100 (spin), as llama-server's --poll; -1 = ggml's throwaway pool per graph
+    # (engine/threadpool.py).
+    poll: int = 50
     swa_full: bool = False      # keep full-size sliding-window caches (more prefix reuse, more memory)
     # "auto" lets llama.cpp use flash attention where the backend supports it. On the
     # 2-core CPU it took SmolLM2 from 106 to 122 tok/s alone and 168 to 203 with 8 sequences.

@@ -24,6 +24,9 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
     g.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     g.add_argument("--n-gpu-layers", type=int, help="layers offloaded to the GPU (-1 = all; needs a GPU build)")
     g.add_argument("--n-batch", type=int, help="tokens per decode step (default 512)")
+    g.add_argument("--poll", type=int, metavar="0-100",
+                   help="CPU worker threads spin this much before sleeping (default 50, as llama-server; "
+                        "-1 = no persistent threadpool)")
     g.add_argument("--kv-split", dest="kv_unified", action="store_false", default=None,
                    help="give each slot its own KV buffer instead of one shared buffer")
     g.add_argument("--flash-attn", choices=["auto", "on", "off"], help="flash attention (default auto)")
@@ -61,6 +64,7 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
 def engine_settings(args, **overrides) -> EngineSettings:
     values = dict(ctx=args.ctx, parallel=args.parallel, n_threads=args.threads,
                   n_gpu_layers=args.n_gpu_layers, n_batch=args.n_batch, kv_unified=args.kv_unified,
+                  poll=getattr(args, "poll", None),
                   flash_attn=args.flash_attn, cache_type_k=getattr(args, "cache_type_k", None),
                   cache_type_v=getattr(args, "cache_type_v", None), kv_budget=getattr(args, "kv_budget", None),
                   prompt_cache_mib=getattr(args, "prompt_cache_mib", None),

@@ -93,6 +93,17 @@ def _ggml(directory: Path) -> ctypes.CDLL:
 _DEV_TYPE_CPU = 0
 
 
+def ggml_library() -> ctypes.CDLL:
+    """The libggml libllama loaded, with the registry functions bound (after init_backend)."""
+    global _ggml_lib
+    if _ggml_lib is None:
+        _ggml_lib = _ggml(lib_dir())
+    return _ggml_lib
+
+
+_ggml_lib: ctypes.CDLL | None = None
+
+
 def _extra_bufts(ggml: ctypes.CDLL) -> tuple[list[str], list[str]]:
     """(device names, extra buffer type names of the CPU device)."""
     devices, offered = [], []

@@ -46,6 +46,8 @@ class Engine:
         self.settings = s = settings or EngineSettings.from_env()
         check_kv_types(s.cache_type_k, s.cache_type_v, s.flash_attn)  # before llama.cpp sees them
         check_draft_max(s.draft_max)
+        if not -1 <= s.poll <= 100:
+            raise EdgeInferError(f"--poll must be -1 (no persistent threadpool) or 0..100, not {s.poll}")
         # Validate the file ourselves first: llama.cpp aborts the process on some bad files.
         self.info = read_model_info(model_path)
         self.name = name or Path(model_path).stem
@@ -61,7 +63,7 @@ class Engine:
                 n_ctx=self.plan.n_ctx, n_seq_max=s.parallel, n_batch=s.n_batch,
                 n_threads=s.n_threads, kv_unified=s.kv_unified, swa_full=s.swa_full,
                 flash_attn=s.flash_attn, type_k=ggml_type(s.cache_type_k),
-                type_v=ggml_type(s.cache_type_v)))
+                type_v=ggml_type(s.cache_type_v), poll=s.poll))
         self.load_log = load_log  # llama.cpp's own report of its buffers
         self.backend = self.model.backend
         self.kv_bytes = kv_bytes_reported(load_log)

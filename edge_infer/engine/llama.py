@@ -16,6 +16,8 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
+from edge_infer.engine.threadpool import CpuThreadpool
+
 log = logging.getLogger("edge_infer.llama")
 # llama_token_data {llama_token id; float logit; float p;}, as a numpy record for bulk copies.
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
@@ -176,6 +178,7 @@ class ContextParams:
     flash_attn: str = "auto"  # auto | on | off
     type_k: int = 1           # ggml type ids of the KV cache (1 = f16; plan/kv_types.py)
     type_v: int = 1
+    poll: int = 50            # CPU threadpool polling; -1 = none attached (engine/threadpool.py)
 
 
 class LlamaContext:
@@ -203,6 +206,7 @@ class LlamaContext:
         self.memory = llama_cpp.llama_get_memory(self.handle)
         self.n_ctx = llama_cpp.llama_n_ctx(self.handle)
         self.n_ctx_seq = llama_cpp.llama_n_ctx_seq(self.handle)
+        self.threadpool = CpuThreadpool(self.handle, p.n_threads if p.poll >= 0 else 0, p.poll)
 
     def decode(self, batch: "LlamaBatch") -> int:
         batch.handle.n_tokens = batch.n  # once per step, not once per added token
@@ -224,6 +228,8 @@ class LlamaContext:
 
     def close(self) -> None:
         if getattr(self, "handle", None):
+            if getattr(self, "threadpool", None):
+                self.threadpool.close()
             llama_cpp.llama_free(self.handle)
             self.handle = None
 

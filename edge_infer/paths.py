@@ -41,3 +41,14 @@ def catalog_path() -> Path:
     if override:
         return Path(override)
     return resource_root() / "models" / "catalog.toml"
+
+
+def models_config_path() -> Path:
+    """Per-model load settings for `serve` (host/model_config.py): EDGE_INFER_MODELS_CONFIG
+    or models.toml in the user's config folder."""
+    override = os.environ.get("EDGE_INFER_MODELS_CONFIG")
+    if override:
+        return Path(override).expanduser()
+    if os.environ.get("EDGE_INFER_HOME"):  # an isolated home (tests) reads no user config
+        return data_dir() / "models.toml"
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)) / "models.toml"

@@ -1,7 +1,12 @@
-"""The model host: loaded engines, their names, settings and lifetime. Above the engine
-and the store (it resolves names through the store and opens engines); below the
+"""The model host: loaded engines, their names, settings, memory and lifetime. Above the
+engine and the store (it resolves names through the store and opens engines); below the
 server, the TUI and the commands, which all get their engines from it."""
 
-from edge_infer.host.model_host import LoadedModel, ModelHost, ModelNotLoadedError
+from edge_infer.host.keep_alive import FOREVER, KeepAliveError, parse_keep_alive
+from edge_infer.host.model_host import (HostBusyError, LoadedModel, ModelDoesNotFitError, ModelHost,
+                                        ModelNotLoadedError)
+from edge_infer.host.resident import Lease, Resident
+from edge_infer.host.residency import Budget, Footprint
 
-__all__ = ["LoadedModel", "ModelHost", "ModelNotLoadedError"]
+__all__ = ["FOREVER", "Budget", "Footprint", "HostBusyError", "KeepAliveError", "Lease", "LoadedModel",
+           "ModelDoesNotFitError", "ModelHost", "ModelNotLoadedError", "Resident", "parse_keep_alive"]

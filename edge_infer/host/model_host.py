@@ -1,48 +1,53 @@
-"""The model host: which engines are loaded, under which names, with which settings, and
-when they go away. The server, the TUI and the commands all get engines from it.
+"""The model host: which engines are loaded, under which names, and when they go away.
+The server, the TUI and the commands all get engines from it.
 
-One model at a time for now. The interface is the one many models need: get(model)
-finds the engine that serves a name, loaded() lists what is in memory, unload() frees
-it. Loading on demand and eviction by memory come with them (issue "many models").
+Many models, loaded on demand: acquire(model) returns a lease on the engine serving that
+name, loading the installed model first if needed (concurrent first requests load it
+once). Loaded models stay while their memory plans fit the budget; a load that needs room
+unloads the least recently used idle model first (ollama's sched.go, LM Studio's JIT).
+A model with live requests is never unloaded: a load waits for one to go idle, with a
+bound on how many may wait. keep_alive (per request, per model, host default) unloads a
+model that long after its last request; pinned models stay.
 
-Loading is blocking (seconds): call it from a worker thread. The old engine keeps
-serving until the new one is ready, then it is closed.
+Loading is blocking (seconds): call acquire/load from a worker thread, never the event loop.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from edge_infer.config import EngineSettings
-from edge_infer.errors import ModelNotFoundError
+from edge_infer.errors import EdgeInferError, ModelNotFoundError
+from edge_infer.host.keep_alive import FOREVER
+from edge_infer.host.model_config import ModelsConfig
+from edge_infer.host.resident import Lease, Resident
+from edge_infer.host.residency import Budget, Candidate, Footprint, choose_evictions, fits_alone, plan_footprint
+from edge_infer.host.sources import Source, find_installed, installed_sources, names_of
 
 
 class ModelNotLoadedError(ModelNotFoundError):
-    """A request named a model this host does not hold (the server answers 404)."""
+    """A request named a model this host cannot serve (the server answers 404)."""
 
     def __init__(self, model: str, served: list[str]):
         shown = model if len(model) <= 200 else model[:200] + "…"  # never echo megabytes back
-        held = ", ".join(f"'{name}'" for name in served) or "no model (none is loaded)"
+        held = ", ".join(f"'{name}'" for name in served) or "no model (none is installed or loaded)"
         super().__init__(f"the model '{shown}' does not exist; this server serves {held}")
         self.model, self.served = model, served
 
 
-@dataclass
-class LoadedModel:
-    """One engine in memory and the names that reach it."""
-    name: str                        # what /v1/models lists and the UI shows
-    path: Path
-    settings: EngineSettings
-    engine: object                   # edge_infer.engine.Engine (or a test double)
-    aliases: frozenset[str] = field(default_factory=frozenset)
-    loaded_at: float = field(default_factory=time.time)
+class ModelDoesNotFitError(EdgeInferError):
+    """Its memory plan alone is larger than the host's budget (the server answers 400)."""
 
-    def answers_to(self, model: str) -> bool:
-        return model == self.name or model in self.aliases
+
+class HostBusyError(EdgeInferError):
+    """Too many requests wait for a model to load or for room (the server answers 503)."""
+
+
+LoadedModel = Resident  # what loaded() lists (the name the TUI and older code use)
 
 
 def _open_engine(path: Path, settings: EngineSettings, name: str):
@@ -60,70 +65,283 @@ def _locate(spec: str | None) -> tuple[Path, str]:
     return ModelStore().locate(spec, progress=lambda line: print(line, file=sys.stderr))
 
 
+def _unlimited() -> Budget:
+    return Budget(ram=1 << 62, vram=1 << 62)
+
+
 class ModelHost:
-    """Seams (ollama's sched.go style): `locate` turns a MODEL argument into (path, name)
-    and `open_engine` builds an engine, so tests can hand in their own."""
+    """Seams (ollama's sched.go style) so tests can hand in their own: `locate` turns a
+    MODEL argument into (path, name), `find_source`/`list_sources` name what requests may
+    load, `open_engine` builds an engine, `footprint` plans its memory."""
 
     def __init__(self, *, locate: Callable[[str | None], tuple[Path, str]] = _locate,
-                 open_engine: Callable[[Path, EngineSettings, str], object] = _open_engine):
+                 open_engine: Callable[[Path, EngineSettings, str], object] = _open_engine,
+                 find_source: Callable[[str], Source | None] = find_installed,
+                 list_sources: Callable[[], list[Source]] = installed_sources,
+                 footprint: Callable[[Path, EngineSettings], Footprint] = plan_footprint,
+                 budget: Budget | None = None, settings: EngineSettings | None = None,
+                 config: ModelsConfig | None = None, keep_alive: float = FOREVER,
+                 max_waiting: int = 32, on_demand: bool = True):
         self._locate, self._open_engine = locate, open_engine
-        self._models: list[LoadedModel] = []
-        self._lock = threading.Lock()
+        self._find_source, self._list_sources, self._footprint = find_source, list_sources, footprint
+        self.budget = budget or _unlimited()
+        self.settings = settings or EngineSettings.from_env()  # for models loaded on demand
+        self.config = config or ModelsConfig()
+        self.keep_alive = keep_alive if self.config.defaults.keep_alive is None else self.config.defaults.keep_alive
+        self.max_waiting, self.on_demand = max_waiting, on_demand
+        self._models: list[Resident] = []        # loaded and loading, in load order
+        self._known: dict[str, Resident] = {}    # every model loaded once: how to load it again
+        self._default: str | None = None         # what a request without `model` gets
+        self._cond = threading.Condition()
+        self._waiting = 0
+        self._closed = False
+        self._reaper: threading.Thread | None = None
+        self.evictions = 0
 
-    # ---- loading ---------------------------------------------------------------------
-    def load(self, spec: str | None, settings: EngineSettings, name: str | None = None,
-             aliases: tuple[str, ...] = ()) -> LoadedModel:
-        """Resolve `spec` (None = the catalog default), load it, and make it the served
-        model. Raises the store's or the engine's error and keeps the old model if any."""
+    # ---- loading -------------------------------------------------------------------------
+    def load(self, spec: str | None, settings: EngineSettings | None = None, name: str | None = None,
+             aliases: tuple[str, ...] = (), pin: bool = False) -> Resident:
+        """Resolve `spec` (None = the catalog default, provisioned if missing), load it and
+        make it the default model. Raises the store's or the engine's error; models already
+        loaded stay unless the new one needs their room."""
         path, resolved = self._locate(spec)
         name = name or resolved
-        engine = self._open_engine(path, settings, name)
-        return self.adopt(engine, path, settings, name=name, aliases=aliases)
+        template = self._template(Source(path, name, names_of(path, *aliases)), settings, pin)
+        with self.acquire_template(template) as lease:
+            self._default = lease.name
+            return lease.resident
 
     def adopt(self, engine, path: Path | str | None = None, settings: EngineSettings | None = None,
-              name: str | None = None, aliases: tuple[str, ...] = ()) -> LoadedModel:
-        """Serve an engine built elsewhere (benchmarks, tests). The host owns it from now on."""
+              name: str | None = None, aliases: tuple[str, ...] = ()) -> Resident:
+        """Serve an engine built elsewhere (benchmarks, tests) as the default model; the host
+        owns it from now on. A model of the same name is replaced."""
         path = Path(path or engine.model.path)
         name = name or getattr(engine, "name", None) or path.stem
-        settings = getattr(engine, "settings", None) or settings or EngineSettings()  # as the engine made them
-        # The served name plus whatever else clearly means the same file.
-        names = frozenset({path.stem, path.name, *aliases} - {name})
-        entry = LoadedModel(name, path, settings, engine, names)
-        with self._lock:
-            old, self._models = self._models, [entry]
-        for gone in old:
-            if gone.engine is not engine:
-                gone.engine.close()
+        settings = getattr(engine, "settings", None) or settings or EngineSettings()
+        plan = getattr(engine, "plan", None)
+        footprint = Footprint(plan.cpu_bytes, plan.gpu_bytes) if plan is not None else Footprint(0)
+        entry = Resident(name, path, settings, footprint, names_of(path, *aliases) - {name},
+                         keep_alive=self.keep_alive, engine=engine, loaded_at=time.time())
+        with self._cond:
+            gone = [m for m in self._models if m.name == name and m.engine is not engine]
+            self._models = [m for m in self._models if m not in gone] + [entry]
+            self._known[name] = entry
+            self._default = name
+        for m in gone:
+            m.engine and m.engine.close()
         return entry
 
-    # ---- finding ---------------------------------------------------------------------
+    def acquire(self, model: str | None = None, keep_alive: float | None = None,
+                timeout: float | None = None) -> Lease:
+        """A lease on the engine serving `model` (None: the default), loading it first if it
+        is installed and not loaded. keep_alive (seconds; FOREVER; 0 = unload when done)
+        applies from the moment the lease is released. Raises ModelNotLoadedError (unknown),
+        ModelDoesNotFitError, HostBusyError, or the load's own error."""
+        lease = self.try_acquire(model, keep_alive)
+        if lease is not None:
+            return lease
+        template = self._template_for(model)
+        return self.acquire_template(template, keep_alive, timeout)
+
+    def try_acquire(self, model: str | None = None, keep_alive: float | None = None) -> Lease | None:
+        """A lease when `model` is loaded now, else None; never blocks (the event loop's path)."""
+        with self._cond:
+            found = self._resident(model)
+            if found is not None and found.engine is not None:
+                return self._lease(found, keep_alive)
+        return None
+
+    def acquire_template(self, template: Resident, keep_alive: float | None = None,
+                         timeout: float | None = None) -> Lease:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        waited_on: Resident | None = None
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise HostBusyError("the server is shutting down")
+                if waited_on is not None and waited_on.error is not None:
+                    raise waited_on.error  # the load this request waited for failed: same error, once
+                entry = next((m for m in self._models if m.path == template.path), None)
+                if entry is not None and entry.engine is not None:
+                    return self._lease(entry, keep_alive)
+                waited_on = entry
+                if entry is None:
+                    if not fits_alone(template.footprint, self.budget):
+                        raise ModelDoesNotFitError(
+                            f"{template.name} needs {template.footprint} by its memory plan; this server's "
+                            f"budget for all models is {self.budget} (--models-budget, or a smaller --ctx/"
+                            f"--parallel/--kv-budget for it in the models config)")
+                    victims = choose_evictions(self._candidates(), template.footprint, self.budget)
+                    if victims is not None:
+                        break  # room now (after unloading `victims`): load it in this thread
+                self._wait(deadline, template.name)  # it is loading, or all the room is busy
+            gone = [m for m in self._models if m.name in victims]
+            self._models = [m for m in self._models if m not in gone]
+            entry = Resident(template.name, template.path, template.settings, template.footprint,
+                             template.aliases, template.keep_alive, template.pinned)
+            self._models.append(entry)
+            self._known[entry.name] = template
+            self.evictions += len(gone)
+        for m in gone:  # unloaded before the new model allocates: the peak stays within the budget
+            m.engine.close()
+        return self._finish_load(entry, keep_alive)
+
+    def _finish_load(self, entry: Resident, keep_alive: float | None) -> Lease:
+        started = time.monotonic()
+        try:
+            engine = self._open_engine(entry.path, entry.settings, entry.name)
+        except BaseException as exc:
+            with self._cond:
+                entry.error = exc
+                self._models.remove(entry)
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            if self._closed:
+                engine.close()
+                raise HostBusyError("the server is shutting down")
+            plan = getattr(engine, "plan", None)
+            if plan is not None:  # the engine's own plan (it applies defaults the template may not)
+                entry.footprint = Footprint(plan.cpu_bytes, plan.gpu_bytes)
+            entry.engine, entry.loaded_at = engine, time.time()
+            entry.load_seconds = time.monotonic() - started
+            if self._default is None:
+                self._default = entry.name
+            lease = self._lease(entry, keep_alive)
+            self._cond.notify_all()
+            return lease
+
+    def _wait(self, deadline: float | None, name: str) -> None:
+        if self._waiting >= self.max_waiting:
+            raise HostBusyError(f"{self._waiting} requests already wait for a model to load or for room; "
+                                f"try again shortly")
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise HostBusyError(f"{name} could not be loaded in time: the models holding the memory "
+                                f"are busy; try again shortly")
+        self._waiting += 1
+        try:
+            self._cond.wait(left)
+        finally:
+            self._waiting -= 1
+
+    def _lease(self, entry: Resident, keep_alive: float | None) -> Lease:
+        entry.active += 1
+        entry.last_used = time.monotonic()
+        entry.expires_at = math.inf
+        return Lease(self, entry, keep_alive)
+
+    def _release(self, lease: Lease) -> None:
+        entry = lease.resident
+        with self._cond:
+            entry.active -= 1
+            entry.last_used = now = time.monotonic()
+            keep = entry.keep_alive if lease.keep_alive is None else lease.keep_alive
+            if not entry.active and not entry.pinned:
+                # min: an unload asked for while it was busy stays asked for
+                entry.expires_at = min(entry.expires_at, math.inf if keep == FOREVER else now + keep)
+                if entry.expires_at != math.inf:
+                    self._start_reaper()
+            self._cond.notify_all()  # a load waiting for room may go now
+
+    def _candidates(self) -> list[Candidate]:
+        return [Candidate(m.name, m.footprint, m.last_used, m.engine is not None and not m.pinned and m.idle())
+                for m in self._models]
+
+    # ---- names ---------------------------------------------------------------------------
+    def _resident(self, model: str | None) -> Resident | None:
+        models = self._models
+        if model is None:
+            return next((m for m in models if m.name == self._default), None)
+        return next((m for m in models if m.answers_to(model)), None)
+
+    def _template_for(self, model: str | None) -> Resident:
+        if model is None:
+            known = self._known.get(self._default) if self._default else None
+            if known is None:
+                raise ModelNotLoadedError("", self.names())
+            return known
+        known = next((k for k in self._known.values() if k.answers_to(model)), None)
+        if known is not None:
+            return known
+        source = self._find_source(model) if self.on_demand else None
+        if source is None:
+            raise ModelNotLoadedError(model, self.servable_names())
+        return self._template(source, None, False)
+
+    def _template(self, source: Source, settings: EngineSettings | None, pin: bool) -> Resident:
+        entry = self.config.entry_for(source.name, *sorted(source.aliases))
+        settings = settings or self.settings
+        if entry is not None:
+            settings = entry.apply(settings)
+        keep = entry.keep_alive if entry is not None and entry.keep_alive is not None else self.keep_alive
+        return Resident(source.name, source.path, settings, self._footprint(source.path, settings),
+                        source.aliases - {source.name}, keep, pin or bool(entry and entry.pin))
+
+    # ---- finding -------------------------------------------------------------------------
     def get(self, model: str | None = None):
-        """The engine that serves `model` (None: the default one). ModelNotLoadedError if none."""
+        """The loaded engine serving `model` (None: the default one), without loading
+        anything or holding it. ModelNotLoadedError if none."""
         found = self.find(model)
         if found is None:
             raise ModelNotLoadedError(model or "", self.names())
         return found.engine
 
-    def find(self, model: str | None = None) -> LoadedModel | None:
-        models = self._models
-        if model is None:
-            return models[0] if models else None
-        return next((m for m in models if m.answers_to(model)), None)
+    def find(self, model: str | None = None) -> Resident | None:
+        found = self._resident(model)
+        return found if found is not None and found.engine is not None else None
 
-    def loaded(self) -> list[LoadedModel]:
-        return list(self._models)
+    def loaded(self) -> list[Resident]:
+        return [m for m in self._models if m.engine is not None]
 
     def names(self) -> list[str]:
-        return [m.name for m in self._models]
+        return [m.name for m in self.loaded()]
+
+    def servable_names(self) -> list[str]:
+        names = dict.fromkeys(self.names())
+        if self.on_demand:
+            names.update(dict.fromkeys(s.name for s in self._safe_sources()))
+        return list(names)
+
+    def listing(self) -> list[dict]:
+        """Every model a request may name: loaded, loading and installed, with state and memory."""
+        out, seen = [], set()
+        for m in list(self._models):
+            seen.add(m.path)
+            out.append({"name": m.name, "state": m.state, "path": str(m.path), "ram_bytes": m.footprint.ram,
+                        "vram_bytes": m.footprint.vram, "active": m.active, "pinned": m.pinned,
+                        "idle_seconds": round(m.idle_seconds(), 1), "keep_alive": m.keep_alive,
+                        "expires_in": (None if m.expires_at == math.inf or m.active
+                                       else max(0.0, round(m.expires_at - time.monotonic(), 1))),
+                        "loaded_at": m.loaded_at, "load_seconds": round(m.load_seconds, 3),
+                        "default": m.name == self._default})
+        if self.on_demand:
+            for s in self._safe_sources():
+                if s.path not in seen:
+                    seen.add(s.path)
+                    out.append({"name": s.name, "state": "unloaded", "path": str(s.path), "size_bytes": s.size})
+        return out
+
+    def _safe_sources(self) -> list[Source]:
+        try:
+            return self._list_sources()
+        except Exception:  # an unreadable store must not break /v1/models for the loaded ones
+            return []
+
+    def used(self) -> Footprint:
+        total = Footprint(0)
+        for m in list(self._models):
+            total = total + m.footprint
+        return total
 
     @property
-    def current(self) -> LoadedModel | None:
+    def current(self) -> Resident | None:
         """The default model: what the app chats with and a request without `model` gets."""
         return self.find(None)
 
     @property
     def ready(self) -> bool:
-        return bool(self._models)
+        return self.current is not None
 
     @property
     def description(self) -> str:
@@ -131,24 +349,76 @@ class ModelHost:
         if m is None:
             return "no model loaded"
         s = m.settings
-        return f"{m.name} · ctx {s.ctx} · {s.parallel} slots · {s.n_threads} threads"
+        others = len(self.loaded()) - 1
+        more = f" · +{others} more loaded" if others > 0 else ""
+        return f"{m.name} · ctx {s.ctx} · {s.parallel} slots · {s.n_threads} threads{more}"
 
-    # ---- freeing ---------------------------------------------------------------------
+    def set_default(self, model: str) -> None:
+        found = self.find(model)
+        if found is None:
+            raise ModelNotLoadedError(model, self.names())
+        self._default = found.name
+
+    def pin(self, model: str, pinned: bool = True) -> None:
+        with self._cond:
+            found = self._resident(model)
+            if found is None:
+                raise ModelNotLoadedError(model, self.names())
+            found.pinned = pinned
+            if pinned:
+                found.expires_at = math.inf
+
+    # ---- freeing -------------------------------------------------------------------------
     def unload(self, model: str | None = None) -> bool:
-        """Close the engine serving `model` (None: the default one); False if none did."""
-        with self._lock:
+        """Unload `model` (None: the default one): now when idle, else when its last request
+        ends. False if it is not loaded."""
+        with self._cond:
             found = self.find(model)
             if found is None:
                 return False
-            self._models = [m for m in self._models if m is not found]
+            if not found.idle():
+                found.pinned, found.expires_at = False, time.monotonic()
+                self._start_reaper()
+                return True
+            self._models.remove(found)
         found.engine.close()
         return True
 
+    def _start_reaper(self) -> None:
+        if self._reaper is None:
+            self._reaper = threading.Thread(target=self._reap, name="edge-infer-keep-alive", daemon=True)
+            self._reaper.start()
+        self._cond.notify_all()
+
+    def _reap(self) -> None:
+        """Unload idle models whose keep_alive ran out (one thread, started on first need)."""
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                now = time.monotonic()
+                due = [m for m in self._models if m.engine is not None and not m.pinned
+                       and m.expires_at <= now and m.idle()]
+                self._models = [m for m in self._models if m not in due]
+                if not due:
+                    soonest = min((m.expires_at for m in self._models if m.expires_at != math.inf),
+                                  default=math.inf)
+                    # Wake at the next expiry, and at least every second: an engine the TUI
+                    # used without a lease goes idle without telling us.
+                    self._cond.wait(min(1.0, max(0.01, soonest - now)))
+                    continue
+                self._cond.notify_all()
+            for m in due:
+                m.engine.close()
+
     def close(self) -> None:
-        with self._lock:
+        with self._cond:
+            self._closed = True
             gone, self._models = self._models, []
+            self._cond.notify_all()
         for m in gone:
-            m.engine.close()
+            if m.engine is not None:
+                m.engine.close()
 
     def __enter__(self) -> "ModelHost":
         return self

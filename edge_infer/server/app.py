@@ -1,6 +1,8 @@
 """The OpenAI-compatible app over a model host: routes, auth, body limits, streaming.
 
-Each request asks the host for the engine serving its `model` (none named: the default).
+Each request leases the engine serving its `model` (none named: the default) from the
+host, which loads an installed model on demand (server.leases); the lease ends with the
+response, so a model is never unloaded under a live request.
 
 Starlette rather than FastAPI: bodies are parsed by schemas.parse so every validation
 error is OpenAI-shaped (FastAPI would answer 422 in its own shape), and streaming is a
@@ -22,6 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from edge_infer.host import ModelHost, ModelNotLoadedError
+from edge_infer.server.leases import Leases, keep_alive_of
 from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.http_limits import HeaderLimit
 from edge_infer.server.jobs import Job
@@ -43,6 +46,7 @@ class Server:
         self.body_timeout = body_timeout
         self.created = int(time.time())
         self.metrics = Metrics(host)
+        self.leases = Leases(host)
         self._texts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # engine -> TokenText
 
     # ---- plumbing ---------------------------------------------------------------------
@@ -80,11 +84,17 @@ class Server:
         return bytes(body)
 
     def engine_for(self, model: str | None):
-        """The engine serving `model` (None: the default one), or a 404 naming what is served."""
+        """The loaded engine serving `model` (None: the default one), or a 404 naming what is
+        loaded. For read-only routes (stats, props): they never load a model."""
         try:
             return self.host.get(model)
         except ModelNotLoadedError as exc:
             raise APIError(404, str(exc), param="model", code="model_not_found") from None
+
+    async def lease(self, model: str | None, keep_alive=None):
+        """A lease on the engine serving `model`, loading it if needed; release() it when the
+        response is over (server.leases)."""
+        return await self.leases.acquire(model, keep_alive_of(keep_alive))
 
     def text_of(self, engine) -> TokenText:
         text = self._texts.get(engine)
@@ -94,37 +104,55 @@ class Server:
 
     # ---- routes -----------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        loaded = self.host.current
+        loaded = self.host.current or next(iter(self.host.loaded()), None)
         if loaded is None:
+            if self.host.on_demand and self.host.servable_names():  # loads on the first request
+                return SafeJSONResponse({"status": "ok", "model": None, "loaded": []})
             return SafeJSONResponse({"status": "no model", "model": None}, status_code=503)
         engine = loaded.engine
         snap = engine.snapshot()
         state = getattr(engine, "state", "ok")
         body = {"status": {"ok": "ok", "stalled": "stalled"}.get(state, "error"), "model": loaded.name,
-                "slots": snap.n_slots, "slots_busy": snap.slots_busy, "queued": snap.queued}
+                "slots": snap.n_slots, "slots_busy": snap.slots_busy, "queued": snap.queued,
+                "loaded": self.host.names()}
         if state != "ok":
             body["engine"] = state
         return SafeJSONResponse(body, status_code=200 if state == "ok" else 503)
 
     async def models(self, request: Request) -> Response:
         self.check_key(request)
-        return SafeJSONResponse({"object": "list", "data": [self._model_card(n) for n in self.host.names()]})
+        return SafeJSONResponse({"object": "list", "data": [self._model_card(m) for m in self.host.listing()]})
 
     async def model_card(self, request: Request) -> Response:
         self.check_key(request)
-        return SafeJSONResponse(self._model_card(self.engine_for(request.path_params["model"]).name))
+        name = request.path_params["model"]
+        for m in self.host.listing():
+            if m["name"] == name or (self.host.find(name) and self.host.find(name).name == m["name"]):
+                return SafeJSONResponse(self._model_card(m))
+        raise APIError(404, str(ModelNotLoadedError(name, self.host.servable_names())), param="model",
+                       code="model_not_found")
 
-    def _model_card(self, name: str) -> dict:
-        return {"id": name, "object": "model", "created": self.created, "owned_by": "edge-infer"}
+    def _model_card(self, m: dict) -> dict:
+        """OpenAI's model object, plus where it stands here (llama-server's router adds
+        `status` the same way) and what it holds in memory."""
+        card = {"id": m["name"], "object": "model", "created": self.created, "owned_by": "edge-infer",
+                "status": {"value": m["state"]}}
+        if m["state"] != "unloaded":
+            card["memory"] = {"ram_bytes": m["ram_bytes"], "vram_bytes": m["vram_bytes"]}
+            card["status"].update(active_requests=m["active"], pinned=m["pinned"],
+                                  idle_seconds=m["idle_seconds"], expires_in=m["expires_in"])
+        else:
+            card["size_bytes"] = m["size_bytes"]
+        return card
 
     async def stats(self, request: Request) -> Response:
         self.check_key(request)
-        return SafeJSONResponse(self.engine_for(None).snapshot().to_dict())
+        return SafeJSONResponse(self.engine_for(request.query_params.get("model")).snapshot().to_dict())
 
     async def props(self, request: Request) -> Response:
         """What this server runs on (llama-server's /props): model, settings, CPU backend."""
         self.check_key(request)
-        engine = self.engine_for(None)
+        engine = self.engine_for(request.query_params.get("model"))
         backend = getattr(engine, "backend", None)
         settings = getattr(engine, "settings", None)
         return SafeJSONResponse({"model": engine.name,
@@ -144,7 +172,14 @@ class Server:
     async def _complete(self, request: Request, schema, wire_cls) -> Response:
         self.check_key(request)
         body = parse(schema, await self.read_body(request))
-        engine = self.engine_for(body.model)
+        lease = await self.lease(body.model, body.keep_alive)
+        try:
+            return await self._run(request, body, lease.engine, wire_cls, lease.release)
+        except BaseException:
+            lease.release()
+            raise
+
+    async def _run(self, request: Request, body, engine, wire_cls, release) -> Response:
         text_of = self.text_of(engine)
         job = Job(engine, body)
         job.on_finish = lambda ev: ev.stats and self.metrics.generation(ev.stats, ev.reason)
@@ -152,9 +187,15 @@ class Server:
         wire = wire_cls(engine.name, include_usage=body.stream and body.include_usage)
         echo = self._echo(engine, job) if getattr(body, "echo", False) else None
         if body.stream:
-            return SSEResponse(stream_job(job, wire, text_of, echo), on_close=lambda: self._closed(job))
-        if not await self._until_done_or_gone(request, job):
-            return Response(status_code=499)  # nobody is listening; uvicorn drops it
+            def closed():
+                self._closed(job)
+                release()
+            return SSEResponse(stream_job(job, wire, text_of, echo), on_close=closed)
+        try:
+            if not await self._until_done_or_gone(request, job):
+                return Response(status_code=499)  # nobody is listening; uvicorn drops it
+        finally:
+            release()
         k = job.top_logprobs
         choices = []
         for c in job.choices:

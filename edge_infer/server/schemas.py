@@ -83,6 +83,9 @@ class _Sampling(_Body):
     # OpenAI's shape: {"token id": bias in [-100, 100]}; ids are checked against the vocab
     # by the engine.
     logit_bias: dict[str, float] | None = Field(None, max_length=1024)
+    # Ollama's keep_alive ("5m", seconds, 0 = unload after, -1 = keep): how long the model
+    # stays loaded after this request (parsed by server.leases).
+    keep_alive: str | float | None = None
 
     @model_validator(mode="after")
     def _check_logit_bias(self):

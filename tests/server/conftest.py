@@ -34,7 +34,7 @@ def start_server(engine, **app_kwargs):
     from edge_infer.server.app import create_app
     from edge_infer.server.launch import BackgroundServer, bind_tcp, bind_unix
 
-    host = ModelHost()
+    host = ModelHost(on_demand=False)  # serves the engine it is given (many models: test_many_models.py)
     host.adopt(engine)
     app = create_app(host, **app_kwargs)
     tcp = bind_tcp("127.0.0.1", 0)

@@ -1,0 +1,122 @@
+"""Per-model load settings from a small TOML file: what needs a reload to change (context,
+slots, KV types, GPU layers) is set per model, once; sampling stays per request.
+
+    # ~/.config/edge-infer/models.toml (or --models-config FILE)
+    [defaults]
+    keep_alive = "30m"
+
+    [models.gemma3]          # a name, alias or alias:QUANT a request may use
+    ctx = 8192
+    parallel = 2
+    cache_type_k = "q8_0"
+    keep_alive = -1          # stay until memory is needed
+    pin = true               # never unloaded to make room
+
+Unknown keys and bad values are refused when the server starts, naming the key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from edge_infer.errors import EdgeInferError
+from edge_infer.host.keep_alive import KeepAliveError, parse_keep_alive
+from edge_infer.plan.kv_types import KV_TYPES
+
+
+class ModelConfigError(EdgeInferError):
+    pass
+
+
+def _seconds(value) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_keep_alive(value)
+    except KeepAliveError as exc:
+        raise ValueError(str(exc)) from None
+
+
+class ModelEntry(BaseModel):
+    """One [models.NAME] table: load-time engine settings plus residency."""
+    model_config = ConfigDict(extra="forbid")
+
+    ctx: int | None = Field(None, ge=64)
+    parallel: int | None = Field(None, ge=1, le=256)
+    threads: int | None = Field(None, ge=1)
+    n_gpu_layers: int | None = Field(None, ge=-1)
+    n_batch: int | None = Field(None, ge=1)
+    flash_attn: Literal["auto", "on", "off"] | None = None
+    cache_type_k: str | None = None
+    cache_type_v: str | None = None
+    kv_budget: str | None = None
+    prompt_cache_mib: int | None = Field(None, ge=0)
+    draft_max: int | None = Field(None, ge=0)
+    keep_alive: float | None = None  # seconds (FOREVER = until memory is needed)
+    pin: bool = False
+
+    @field_validator("cache_type_k", "cache_type_v")
+    @classmethod
+    def _kv_type(cls, v):
+        if v is not None and v not in KV_TYPES:
+            raise ValueError(f"must be one of {', '.join(KV_TYPES)}")
+        return v
+
+    @field_validator("keep_alive", mode="before")
+    @classmethod
+    def _keep_alive(cls, v):
+        return _seconds(v)
+
+    def apply(self, settings):
+        """EngineSettings with this entry's load-time keys over `settings`."""
+        values = {"n_threads" if k == "threads" else k: v
+                  for k, v in self.model_dump(exclude={"keep_alive", "pin"}).items() if v is not None}
+        return replace(settings, **values)
+
+
+class Defaults(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    keep_alive: float | None = None
+
+    @field_validator("keep_alive", mode="before")
+    @classmethod
+    def _keep_alive(cls, v):
+        return _seconds(v)
+
+
+class ModelsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    defaults: Defaults = Defaults()
+    models: dict[str, ModelEntry] = {}
+
+    def entry_for(self, *names: str) -> ModelEntry | None:
+        """The table for the first of `names` (served name, alias, label) that has one."""
+        lowered = {k.lower(): v for k, v in self.models.items()}
+        for name in names:
+            if name and name.lower() in lowered:
+                return lowered[name.lower()]
+        return None
+
+
+def load_models_config(path: Path | None, required: bool = False) -> ModelsConfig:
+    """The config at `path`; an empty one when it does not exist (unless `required`)."""
+    if path is None or not path.exists():
+        if required and path is not None:
+            raise ModelConfigError(f"the models config {path} does not exist")
+        return ModelsConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelConfigError(f"cannot read the models config {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ModelConfigError(f"{path} is not valid TOML: {exc}") from None
+    try:
+        return ModelsConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ModelConfigError(f"{path}: {problems}") from None

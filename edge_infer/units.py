@@ -80,3 +80,14 @@ class RateMeter:
         """Seconds until `total` at the current rate; None while the rate is unknown."""
         done = self.samples[-1][1] if self.samples else 0.0
         return eta(total - done, self.rate())
+
+
+def parse_size(text: str, flag: str = "size") -> int:
+    """'6GiB', '512MiB', '1.5G', '4096' (MiB) -> bytes; ValueError naming `flag` otherwise."""
+    import re
+
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*(b|kib|kb|k|mib|mb|m|gib|gb|g|tib|tb|t)?\s*$", text or "", re.IGNORECASE)
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"{flag} {text!r}: give a size like 512MiB or 6GiB (a bare number is MiB)")
+    unit = (m.group(2) or "m").lower()[0]
+    return int(float(m.group(1)) * {"b": 1, "k": KiB, "m": MiB, "g": GiB, "t": 1024 * GiB}[unit])

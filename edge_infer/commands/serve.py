@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from edge_infer.commands.common import add_engine_args, add_model_arg, open_host
+from edge_infer.commands.common import add_engine_args, add_model_arg
 
 
 def register(sub) -> None:
@@ -24,6 +24,24 @@ def register(sub) -> None:
     g.add_argument("--max-body-mib", type=float, default=8, help="largest request body accepted (413 above)")
     g.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="uvicorn's log level; 'info' also logs each request")
+    g.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                   help="let web pages from ORIGIN (e.g. http://localhost:3000, or *) call the API "
+                        "(repeatable; default: none)")
+    m = p.add_argument_group("models (any installed model loads on its first request)")
+    m.add_argument("--models-budget", metavar="SIZE",
+                   help="memory all loaded models may plan for together: 6GiB, 4096MiB "
+                        "(default: 90%% of the RAM free at start); idle models are unloaded for room")
+    m.add_argument("--max-models", type=int, default=0, metavar="N",
+                   help="at most N models loaded at once (default 0 = as many as the budget holds)")
+    m.add_argument("--keep-alive", default=None, metavar="DURATION",
+                   help="unload a model this long after its last request: 30s, 5m, 1h; 0 = at once; "
+                        "-1 = only when another needs the room (default -1; a request's keep_alive wins)")
+    m.add_argument("--pin", action="store_true", help="never unload MODEL (the one loaded at start)")
+    m.add_argument("--models-config", metavar="FILE",
+                   help="per-model ctx, slots, KV types, keep_alive, pin (TOML; default "
+                        "~/.config/edge-infer/models.toml when it exists)")
+    m.add_argument("--only", dest="on_demand", action="store_false",
+                   help="serve MODEL only: no other model loads on request")
     add_engine_args(p)
     p.set_defaults(func=main)
 
@@ -51,17 +69,21 @@ def main(args) -> int:
     host = None
     try:
         parallel = args.parallel or (None if "EDGE_INFER_PARALLEL" in os.environ else 4)
-        host = open_host(args, parallel=parallel)
+        host = serving_host(args, parallel)
         engine = host.get()
-        app = create_app(host, api_key=key, max_body=int(args.max_body_mib * 2**20))
+        app = create_app(host, api_key=key, max_body=int(args.max_body_mib * 2**20),
+                         cors_origins=args.cors_origin)
         if args.socket:
             where = f"unix:{Path(args.socket).expanduser()}  (curl --unix-socket PATH http://localhost/v1/models)"
         else:
-            host = f"[{args.host}]" if ":" in args.host else args.host
-            where = f"http://{host}:{sock.getsockname()[1]}/v1"
+            addr = f"[{args.host}]" if ":" in args.host else args.host
+            where = f"http://{addr}:{sock.getsockname()[1]}/v1"
         s = engine.settings
+        others = len(host.servable_names()) - 1
+        more = (f"; {others} other installed model{'s' * (others != 1)} load on request within "
+                f"{host.budget}" if host.on_demand and others > 0 else "")
         print(f"edge-infer: serving {engine.name} at {where}\n  {s.parallel} slots x {engine.n_ctx_seq} "
-              f"tokens, {s.n_threads} threads, API key {'required' if key else 'off'}; Ctrl-C stops",
+              f"tokens, {s.n_threads} threads, API key {'required' if key else 'off'}{more}; Ctrl-C stops",
               file=sys.stderr, flush=True)
         uvicorn_server(app, args.log_level).run(sockets=[sock])
     finally:
@@ -71,6 +93,36 @@ def main(args) -> int:
         if host is not None:
             host.close()
     return 0
+
+
+def serving_host(args, parallel: int | None):
+    """A host with MODEL loaded, ready to load the other installed models on request."""
+    from edge_infer.commands.common import engine_settings
+    from edge_infer.errors import EdgeInferError
+    from edge_infer.host import FOREVER, ModelHost, parse_keep_alive
+    from edge_infer.host.model_config import load_models_config
+    from edge_infer.host.residency import machine_budget
+    from edge_infer.paths import models_config_path
+    from edge_infer.units import parse_size
+
+    given = Path(args.models_config).expanduser() if args.models_config else None
+    config = load_models_config(given or models_config_path(), required=given is not None)
+    keep_alive = FOREVER if args.keep_alive is None else parse_keep_alive(args.keep_alive)
+    if args.max_models < 0:
+        raise EdgeInferError("--max-models must be 0 (no limit) or more")
+    try:
+        ram = parse_size(args.models_budget, "--models-budget") if args.models_budget else None
+    except ValueError as exc:
+        raise EdgeInferError(str(exc)) from None
+    settings = engine_settings(args, parallel=parallel)
+    host = ModelHost(budget=machine_budget(ram, args.max_models), settings=settings, config=config,
+                     keep_alive=keep_alive, on_demand=args.on_demand)
+    try:
+        host.load(args.model, settings, pin=args.pin)
+    except BaseException:
+        host.close()
+        raise
+    return host
 
 
 def _exit_on_term(signum, frame):

@@ -19,6 +19,7 @@ import weakref
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -235,7 +236,7 @@ class Server:
 
 
 def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_BODY,
-               body_timeout: float = BODY_TIMEOUT) -> Starlette:
+               body_timeout: float = BODY_TIMEOUT, cors_origins: list[str] | tuple[str, ...] = ()) -> Starlette:
     srv = Server(host, api_key=api_key, max_body=max_body, body_timeout=body_timeout)
     metrics = srv.metrics
 
@@ -266,7 +267,24 @@ def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_
         Route("/v1/chat/completions", counted("/v1/chat/completions", srv.chat), methods=["POST"]),
         Route("/v1/completions", counted("/v1/completions", srv.completions), methods=["POST"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: server_error},
-                    middleware=[Middleware(HeaderLimit)])
+    app = Starlette(routes=bare_twins(routes), exception_handlers={HTTPException: http_error, Exception: server_error},
+                    middleware=cors(cors_origins) + [Middleware(HeaderLimit)])
     app.state.server = srv
     return app
+
+
+def bare_twins(routes: list[Route]) -> list[Route]:
+    """Every /v1/X also as /X: llama-server answers both, and clients given a bare base URL
+    (http://host:port) call /chat/completions, /models, /embeddings."""
+    taken = {r.path for r in routes}
+    return routes + [Route(r.path[3:], r.endpoint, methods=sorted(r.methods - {"HEAD"}))
+                     for r in routes if r.path.startswith("/v1/") and r.path[3:] not in taken]
+
+
+def cors(origins) -> list[Middleware]:
+    """Browser clients (web chat UIs) on the listed origins; none by default. Starlette's
+    middleware answers preflights (OPTIONS) before auth, as browsers send no key there."""
+    if not origins:
+        return []
+    return [Middleware(CORSMiddleware, allow_origins=list(origins), allow_methods=["GET", "POST", "OPTIONS"],
+                       allow_headers=["*"], expose_headers=["Retry-After"], max_age=600)]

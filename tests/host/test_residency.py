@@ -69,3 +69,19 @@ def test_the_models_config_applies_and_refuses_unknown_keys(tmp_path):
             load_models_config(path)
     with pytest.raises(ModelConfigError, match="does not exist"):
         load_models_config(tmp_path / "absent.toml", required=True)
+
+
+@pytest.mark.parametrize("text, size", [("6GiB", 6 << 30), ("512MiB", 512 << 20), ("1.5G", 3 << 29), ("4096", 4 << 30),
+                                        ("100 kb", 100 << 10)])
+def test_sizes_parse(text, size):
+    from edge_infer.units import parse_size
+
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "lots", "0", "-5GiB", "5 parsecs"])
+def test_a_bad_size_names_the_flag(text):
+    from edge_infer.units import parse_size
+
+    with pytest.raises(ValueError, match="--models-budget"):
+        parse_size(text, "--models-budget")

@@ -21,52 +21,16 @@ from pathlib import Path
 from typing import Callable
 
 from edge_infer.config import EngineSettings
-from edge_infer.errors import EdgeInferError, ModelNotFoundError
+from edge_infer.host.errors import HostBusyError, ModelDoesNotFitError, ModelNotLoadedError
 from edge_infer.host.keep_alive import FOREVER
 from edge_infer.host.model_config import ModelsConfig
 from edge_infer.host.resident import Lease, Resident
 from edge_infer.host.residency import Budget, Candidate, Footprint, choose_evictions, fits_alone, plan_footprint
+from edge_infer.host.seams import locate_model, open_engine, unlimited
 from edge_infer.host.sources import Source, find_installed, installed_sources, names_of
 
 
-class ModelNotLoadedError(ModelNotFoundError):
-    """A request named a model this host cannot serve (the server answers 404)."""
-
-    def __init__(self, model: str, served: list[str]):
-        shown = model if len(model) <= 200 else model[:200] + "…"  # never echo megabytes back
-        held = ", ".join(f"'{name}'" for name in served) or "no model (none is installed or loaded)"
-        super().__init__(f"the model '{shown}' does not exist; this server serves {held}")
-        self.model, self.served = model, served
-
-
-class ModelDoesNotFitError(EdgeInferError):
-    """Its memory plan alone is larger than the host's budget (the server answers 400)."""
-
-
-class HostBusyError(EdgeInferError):
-    """Too many requests wait for a model to load or for room (the server answers 503)."""
-
-
 LoadedModel = Resident  # what loaded() lists (the name the TUI and older code use)
-
-
-def _open_engine(path: Path, settings: EngineSettings, name: str):
-    from edge_infer.engine import Engine  # loads llama.cpp: only when a model is loaded
-
-    return Engine(path, settings, name=name)
-
-
-def _locate(spec: str | None) -> tuple[Path, str]:
-    import sys
-
-    from edge_infer.store.store import ModelStore
-
-    # Provisioning messages go to stderr: a command's stdout carries the model's text.
-    return ModelStore().locate(spec, progress=lambda line: print(line, file=sys.stderr))
-
-
-def _unlimited() -> Budget:
-    return Budget(ram=1 << 62, vram=1 << 62)
 
 
 class ModelHost:
@@ -74,8 +38,8 @@ class ModelHost:
     MODEL argument into (path, name), `find_source`/`list_sources` name what requests may
     load, `open_engine` builds an engine, `footprint` plans its memory."""
 
-    def __init__(self, *, locate: Callable[[str | None], tuple[Path, str]] = _locate,
-                 open_engine: Callable[[Path, EngineSettings, str], object] = _open_engine,
+    def __init__(self, *, locate: Callable[[str | None], tuple[Path, str]] = locate_model,
+                 open_engine: Callable[[Path, EngineSettings, str], object] = open_engine,
                  find_source: Callable[[str], Source | None] = find_installed,
                  list_sources: Callable[[], list[Source]] = installed_sources,
                  footprint: Callable[[Path, EngineSettings], Footprint] = plan_footprint,
@@ -84,7 +48,7 @@ class ModelHost:
                  max_waiting: int = 32, on_demand: bool = True):
         self._locate, self._open_engine = locate, open_engine
         self._find_source, self._list_sources, self._footprint = find_source, list_sources, footprint
-        self.budget = budget or _unlimited()
+        self.budget = budget or unlimited()
         self.settings = settings or EngineSettings.from_env()  # for models loaded on demand
         self.config = config or ModelsConfig()
         self.keep_alive = keep_alive if self.config.defaults.keep_alive is None else self.config.defaults.keep_alive
@@ -305,22 +269,9 @@ class ModelHost:
 
     def listing(self) -> list[dict]:
         """Every model a request may name: loaded, loading and installed, with state and memory."""
-        out, seen = [], set()
-        for m in list(self._models):
-            seen.add(m.path)
-            out.append({"name": m.name, "state": m.state, "path": str(m.path), "ram_bytes": m.footprint.ram,
-                        "vram_bytes": m.footprint.vram, "active": m.active, "pinned": m.pinned,
-                        "idle_seconds": round(m.idle_seconds(), 1), "keep_alive": m.keep_alive,
-                        "expires_in": (None if m.expires_at == math.inf or m.active
-                                       else max(0.0, round(m.expires_at - time.monotonic(), 1))),
-                        "loaded_at": m.loaded_at, "load_seconds": round(m.load_seconds, 3),
-                        "default": m.name == self._default})
-        if self.on_demand:
-            for s in self._safe_sources():
-                if s.path not in seen:
-                    seen.add(s.path)
-                    out.append({"name": s.name, "state": "unloaded", "path": str(s.path), "size_bytes": s.size})
-        return out
+        from edge_infer.host.listing import model_listing
+
+        return model_listing(self)
 
     def _safe_sources(self) -> list[Source]:
         try:
@@ -391,25 +342,9 @@ class ModelHost:
         self._cond.notify_all()
 
     def _reap(self) -> None:
-        """Unload idle models whose keep_alive ran out (one thread, started on first need)."""
-        while True:
-            with self._cond:
-                if self._closed:
-                    return
-                now = time.monotonic()
-                due = [m for m in self._models if m.engine is not None and not m.pinned
-                       and m.expires_at <= now and m.idle()]
-                self._models = [m for m in self._models if m not in due]
-                if not due:
-                    soonest = min((m.expires_at for m in self._models if m.expires_at != math.inf),
-                                  default=math.inf)
-                    # Wake at the next expiry, and at least every second: an engine the TUI
-                    # used without a lease goes idle without telling us.
-                    self._cond.wait(min(1.0, max(0.01, soonest - now)))
-                    continue
-                self._cond.notify_all()
-            for m in due:
-                m.engine.close()
+        from edge_infer.host.reaper import reap
+
+        reap(self)
 
     def close(self) -> None:
         with self._cond:

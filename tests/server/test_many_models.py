@@ -25,7 +25,7 @@ SETTINGS = EngineSettings(ctx=512, parallel=2, n_threads=2, prompt_cache_mib=16)
 @pytest.fixture
 def serve_models(smollm2_path, gemma3_path):
     """serve_models(budget=None, files=None) -> (base url, host, opened engine names)."""
-    from edge_infer.host.model_host import _open_engine
+    from edge_infer.host.seams import open_engine as _open_engine
     from edge_infer.server.app import create_app
     from edge_infer.server.launch import BackgroundServer, bind_tcp, bind_unix
 

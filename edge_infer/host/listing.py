@@ -1,0 +1,26 @@
+"""The host's models as /v1/models, Ollama's /api/ps and the TUI show them: loaded,
+loading and installed, with state, memory, live requests and time left."""
+
+from __future__ import annotations
+
+import math
+import time
+
+
+def model_listing(host) -> list[dict]:
+    out, seen = [], set()
+    for m in list(host._models):
+        seen.add(m.path)
+        out.append({"name": m.name, "state": m.state, "path": str(m.path), "ram_bytes": m.footprint.ram,
+                    "vram_bytes": m.footprint.vram, "active": m.active, "pinned": m.pinned,
+                    "idle_seconds": round(m.idle_seconds(), 1), "keep_alive": m.keep_alive,
+                    "expires_in": (None if m.expires_at == math.inf or m.active
+                                   else max(0.0, round(m.expires_at - time.monotonic(), 1))),
+                    "loaded_at": m.loaded_at, "load_seconds": round(m.load_seconds, 3),
+                    "default": m.name == host._default})
+    if host.on_demand:
+        for s in host._safe_sources():
+            if s.path not in seen:
+                seen.add(s.path)
+                out.append({"name": s.name, "state": "unloaded", "path": str(s.path), "size_bytes": s.size})
+    return out

@@ -1,0 +1,28 @@
+"""The host's default seams: how a MODEL argument is found, how an engine is opened, and
+the budget when none is given. Tests pass their own (ollama's sched.go style)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edge_infer.config import EngineSettings
+from edge_infer.host.residency import Budget
+
+
+def open_engine(path: Path, settings: EngineSettings, name: str):
+    from edge_infer.engine import Engine  # loads llama.cpp: only when a model is loaded
+
+    return Engine(path, settings, name=name)
+
+
+def locate_model(spec: str | None) -> tuple[Path, str]:
+    import sys
+
+    from edge_infer.store.store import ModelStore
+
+    # Provisioning messages go to stderr: a command's stdout carries the model's text.
+    return ModelStore().locate(spec, progress=lambda line: print(line, file=sys.stderr))
+
+
+def unlimited() -> Budget:
+    return Budget(ram=1 << 62, vram=1 << 62)

@@ -24,3 +24,14 @@ def model_listing(host) -> list[dict]:
                 seen.add(s.path)
                 out.append({"name": s.name, "state": "unloaded", "path": str(s.path), "size_bytes": s.size})
     return out
+
+
+def describe(host) -> str:
+    """One line for the app's title bar: the default model and how many others are loaded."""
+    m = host.current
+    if m is None:
+        return "no model loaded"
+    s = m.settings
+    others = len(host.loaded()) - 1
+    more = f" · +{others} more loaded" if others > 0 else ""
+    return f"{m.name} · ctx {s.ctx} · {s.parallel} slots · {s.n_threads} threads{more}"

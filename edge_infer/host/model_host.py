@@ -220,27 +220,14 @@ class ModelHost:
         return next((m for m in models if m.answers_to(model)), None)
 
     def _template_for(self, model: str | None) -> Resident:
-        if model is None:
-            known = self._known.get(self._default) if self._default else None
-            if known is None:
-                raise ModelNotLoadedError("", self.names())
-            return known
-        known = next((k for k in self._known.values() if k.answers_to(model)), None)
-        if known is not None:
-            return known
-        source = self._find_source(model) if self.on_demand else None
-        if source is None:
-            raise ModelNotLoadedError(model, self.servable_names())
-        return self._template(source, None, False)
+        from edge_infer.host.templates import template_for
+
+        return template_for(self, model)
 
     def _template(self, source: Source, settings: EngineSettings | None, pin: bool) -> Resident:
-        entry = self.config.entry_for(source.name, *sorted(source.aliases))
-        settings = settings or self.settings
-        if entry is not None:
-            settings = entry.apply(settings)
-        keep = entry.keep_alive if entry is not None and entry.keep_alive is not None else self.keep_alive
-        return Resident(source.name, source.path, settings, self._footprint(source.path, settings),
-                        source.aliases - {source.name}, keep, pin or bool(entry and entry.pin))
+        from edge_infer.host.templates import template
+
+        return template(self, source, settings, pin)
 
     # ---- finding -------------------------------------------------------------------------
     def get(self, model: str | None = None):
@@ -280,10 +267,7 @@ class ModelHost:
             return []
 
     def used(self) -> Footprint:
-        total = Footprint(0)
-        for m in list(self._models):
-            total = total + m.footprint
-        return total
+        return sum((m.footprint for m in list(self._models)), Footprint(0))
 
     @property
     def current(self) -> Resident | None:
@@ -296,13 +280,9 @@ class ModelHost:
 
     @property
     def description(self) -> str:
-        m = self.current
-        if m is None:
-            return "no model loaded"
-        s = m.settings
-        others = len(self.loaded()) - 1
-        more = f" · +{others} more loaded" if others > 0 else ""
-        return f"{m.name} · ctx {s.ctx} · {s.parallel} slots · {s.n_threads} threads{more}"
+        from edge_infer.host.listing import describe
+
+        return describe(self)
 
     def set_default(self, model: str) -> None:
         found = self.find(model)

@@ -53,9 +53,9 @@ def prompts(n: int) -> list[str]:
     return cycle(QUESTIONS, n)
 
 
-async def stream_chat(client, model: str, question: str, max_tokens: int) -> RequestResult:
+async def stream_chat(client, model: str, question: str, max_tokens: int, **extra) -> RequestResult:
     body = {"model": model, "messages": [{"role": "user", "content": question}], "max_tokens": max_tokens,
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, **extra}
     t0 = time.perf_counter()
     first = None
     chunks, usage_tokens, finished = 0, None, False

@@ -19,6 +19,7 @@ from edge_infer.config import EngineSettings
 from edge_infer.plan.estimate import estimate_memory
 from edge_infer.plan.fit import engine_estimate_kwargs
 from edge_infer.plan.kv_types import check_kv_types, ggml_type
+from edge_infer.engine.embedding import Embedder
 from edge_infer.engine.llama import ContextParams, LlamaContext, LlamaModel, capture_log
 from edge_infer.engine.load_report import kv_bytes_reported
 from edge_infer.engine.postprocess import Outcome
@@ -74,6 +75,9 @@ class Engine:
             log.warning("the KV pool holds %d cells, fewer than --ctx %d: each request is capped at %d",
                         self.ctx.n_ctx, s.ctx, self.n_ctx_seq)
         self.prompts = Prompter(self.model, self.info.architecture)
+        self.embedder = Embedder(self.model, self.info.architecture, s)  # its context comes on first use
+        # An encoder (BERT-style embedder or reranker) cannot generate: llama.cpp would abort.
+        self.encoder_only = self.model.meta(f"{self.info.architecture}.attention.causal") == "false"
         self.template = self.prompts.template
         self.runner = ModelRunner(self.model, self.ctx, s.n_batch)
         # Sharing cells between sequences needs one unified buffer; with sliding-window
@@ -103,6 +107,19 @@ class Engine:
     def tokenize(self, text: str) -> list[int]:
         return self.prompts.tokenize(text)
 
+    def embed(self, inputs: list[str | list[int]], *, normalize: bool = True) -> tuple[list[list[float]], int]:
+        """(one vector per input, prompt tokens). Blocks the caller; one call at a time, beside generation."""
+        return self.embedder.embed(inputs, normalize)
+
+    def rerank(self, query: str, documents: list[str]) -> tuple[list[float], int]:
+        """(a relevance score per document, prompt tokens), for a model with rank pooling (can_rerank)."""
+        return self.embedder.rerank(query, documents)
+
+    # RAM of the embedding context once used: the model host adds it to this model's footprint.
+    embedding_bytes = property(lambda self: self.embedder.reserve_bytes(self.plan.kv_bytes_per_token))
+    can_rerank = property(lambda self: self.embedder.can_rerank)
+    embedding_size = property(lambda self: self.embedder.width)  # floats per vector
+
     def submit(self, request: Request) -> RequestStream:
         """Validate, tokenize and queue a request. Raises before queuing if it cannot run."""
         if not self.alive:
@@ -110,6 +127,9 @@ class Engine:
                                      "stalled": "the engine is stalled in a llama.cpp call; retry later",
                                      }.get(self.state, "the engine thread has stopped (see the log); "
                                                        "restart the server"))
+        if self.encoder_only:
+            raise BadRequestError(f"{self.name} is an embedding or reranking model (no causal attention): it "
+                                  "cannot generate text; use /v1/embeddings or /v1/rerank")
         tokens = self.prompts.tokens_for(request)
         need = len(tokens) + len(request.forced_tokens or [])
         if len(tokens) >= self.n_ctx_seq or need > self.n_ctx_seq:
@@ -161,6 +181,7 @@ class Engine:
         self._inbox.put(None)
         self._thread.join(timeout=30)
         self.runner.close()
+        self.embedder.close()
         self.ctx.close()
         self.model.close()
 

@@ -197,6 +197,9 @@ class ModelHost:
 
     def _release(self, lease: Lease) -> None:
         entry = lease.resident
+        plan = getattr(entry.engine, "plan", None)
+        if plan is not None:  # an embedding context, once used, holds memory the plan did not
+            entry.footprint = Footprint(plan.cpu_bytes + getattr(entry.engine, "embedding_bytes", 0), plan.gpu_bytes)
         with self._cond:
             entry.active -= 1
             entry.last_used = now = time.monotonic()

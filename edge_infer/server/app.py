@@ -12,6 +12,7 @@ plain ASGI response. Engine.submit is quick, so handlers call it on the event lo
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import time
 import weakref
@@ -25,11 +26,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from edge_infer.host import ModelHost, ModelNotLoadedError
+from edge_infer.server import embeddings
 from edge_infer.server.leases import Leases, keep_alive_of
 from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.http_limits import HeaderLimit
 from edge_infer.server.jobs import Job
 from edge_infer.server.metrics import Metrics
+from edge_infer.server.ollama import ollama_routes
 from edge_infer.server.responses import ChatWire, TextWire, TokenText, usage
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse
 from edge_infer.server.sse import SSEResponse, stream_job
@@ -266,7 +269,12 @@ def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_
         Route("/v1/props", counted("/props", srv.props), methods=["GET"]),
         Route("/v1/chat/completions", counted("/v1/chat/completions", srv.chat), methods=["POST"]),
         Route("/v1/completions", counted("/v1/completions", srv.completions), methods=["POST"]),
+        Route("/v1/embeddings", counted("/v1/embeddings", functools.partial(embeddings.embeddings, srv)),
+              methods=["POST"]),
+        Route("/v1/rerank", counted("/v1/rerank", functools.partial(embeddings.rerank, srv)), methods=["POST"]),
+        Route("/v1/reranking", counted("/v1/rerank", functools.partial(embeddings.rerank, srv)), methods=["POST"]),
     ]
+    routes += ollama_routes(srv, counted)  # Ollama's native /api/* (server.ollama)
     app = Starlette(routes=bare_twins(routes), exception_handlers={HTTPException: http_error, Exception: server_error},
                     middleware=cors(cors_origins) + [Middleware(HeaderLimit)])
     app.state.server = srv

@@ -1,0 +1,291 @@
+"""Ollama's native API (/api/*), so Ollama clients work unchanged against this server.
+
+Each request becomes one of our own requests (schemas.ChatCompletionRequest or
+CompletionRequest) and runs as a jobs.Job on a lease from the host, exactly like the
+OpenAI routes; only the wire differs: NDJSON lines instead of SSE, Ollama's field names,
+errors as {"error": "message"}. Field shapes and defaults: ollama_wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import time
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from edge_infer.gguf.info import read_model_info
+from edge_infer.host import ModelNotLoadedError
+from edge_infer.server import ollama_wire as wire
+from edge_infer.server.errors import APIError, SafeJSONResponse, from_engine
+from edge_infer.server.jobs import Job
+from edge_infer.server.leases import host_error, keep_alive_of
+from edge_infer.server.ndjson import NDJSONResponse, stream_lines
+from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse
+
+
+def error_response(exc: APIError) -> Response:
+    return SafeJSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+
+
+class OllamaAPI:
+    def __init__(self, srv):
+        self.srv = srv
+        self.host = srv.host
+        self._infos: dict[tuple, object] = {}  # (path, size, mtime) -> ModelInfo
+
+    # ---- names, models, leases ---------------------------------------------------------
+    def name_of(self, model: str) -> str:
+        """Ollama's 'name:latest' is our 'name' (its default tag); other tags are ours (QUANT)."""
+        if model.endswith(":latest") and self.host.find(model) is None:
+            return model[: -len(":latest")]
+        return model
+
+    def not_found(self, model: str) -> APIError:
+        return host_error(ModelNotLoadedError(model, self.host.servable_names()))
+
+    async def lease(self, model: str, keep_alive):
+        started = time.perf_counter()
+        lease = await self.srv.lease(model, keep_alive)
+        return lease, time.perf_counter() - started
+
+    def info_of(self, path: str):
+        try:
+            st = os.stat(path)
+            key = (path, st.st_size, st.st_mtime_ns)
+            if key not in self._infos:
+                if len(self._infos) > 256:
+                    self._infos.clear()
+                self._infos[key] = read_model_info(path)
+            return self._infos[key]
+        except Exception:  # unreadable or damaged: listed without details, refused when loaded
+            return None
+
+    def _find(self, model: str) -> tuple[dict, object] | None:
+        """(listing entry, ModelInfo) of the model `model` names, loaded or installed."""
+        name = self.name_of(model)
+        resident = self.host.find(name)
+        for m in self.host.listing():
+            if (resident is not None and m["name"] == resident.name) or m["name"].lower() == name.lower():
+                info = getattr(resident.engine, "info", None) if resident is not None else None
+                return m, info or self.info_of(m["path"])
+        return None
+
+    # ---- read-only routes --------------------------------------------------------------
+    async def version(self, request: Request) -> Response:
+        return SafeJSONResponse({"version": wire.OLLAMA_VERSION})
+
+    async def tags(self, request: Request) -> Response:
+        def build():
+            out = []
+            for m in self.host.listing():
+                info = self.info_of(m["path"])
+                size = m.get("size_bytes") or (info.file_size if info is not None else 0)
+                out.append(wire.model_entry(m["name"], m["path"], size, info))
+            return out
+        return SafeJSONResponse({"models": await asyncio.to_thread(build)})
+
+    async def ps(self, request: Request) -> Response:
+        out = []
+        for m in self.host.listing():
+            resident = self.host.find(m["name"]) if m["state"] == "loaded" else None
+            if resident is None:
+                continue
+            engine = resident.engine
+            info = getattr(engine, "info", None)
+            entry = wire.model_entry(m["name"], m["path"], m["ram_bytes"] + m["vram_bytes"], info)
+            # busy: its keep_alive counts from the end of its last request; None: until memory is needed
+            expires = m["keep_alive"] if m["active"] else m["expires_in"]
+            entry.update(size_vram=m["vram_bytes"], expires_at=wire.expires_at(expires),
+                         context_length=getattr(engine, "n_ctx_seq", None) or resident.settings.ctx)
+            out.append(entry)
+        return SafeJSONResponse({"models": out})
+
+    async def show(self, request: Request) -> Response:
+        body = parse(wire.ShowBody, await self.srv.read_body(request))
+        model = body.model or body.name
+        if not model:
+            raise APIError(400, "model is required", param="model")
+        found = await asyncio.to_thread(self._find, model)
+        if found is None or found[1] is None:
+            raise self.not_found(model)
+        m, info = found
+        return SafeJSONResponse(wire.show(info, m["path"], body.verbose))
+
+    # ---- generation --------------------------------------------------------------------
+    async def generate(self, request: Request) -> Response:
+        started = time.perf_counter()
+        body = parse(wire.GenerateBody, await self.srv.read_body(request))
+        wire.refuse_unsupported(body)
+        out = wire.GenerateWire(body.model)
+        if not body.prompt:
+            return await self._load_only(body.model, body.keep_alive, out)
+        if body.raw:
+            fields, schema = {"prompt": body.prompt}, CompletionRequest
+        else:
+            system = [{"role": "system", "content": body.system}] if body.system else []
+            fields, schema = {"messages": system + [{"role": "user", "content": body.prompt}]}, ChatCompletionRequest
+        return await self._generate(request, body, schema, fields, out, started)
+
+    async def chat(self, request: Request) -> Response:
+        started = time.perf_counter()
+        body = parse(wire.ChatBody, await self.srv.read_body(request))
+        wire.refuse_unsupported(body)
+        out = wire.ChatWire(body.model)
+        if not body.messages:
+            return await self._load_only(body.model, body.keep_alive, out)
+        messages = [{"role": m.role, "content": m.content or ""} for m in body.messages]
+        return await self._generate(request, body, ChatCompletionRequest, {"messages": messages}, out, started)
+
+    async def _load_only(self, model: str, keep_alive, out: wire.GenerateWire) -> Response:
+        """No prompt: load the model (keep_alive 0: unload it), as Ollama does."""
+        name = self.name_of(model)
+        if keep_alive is not None and keep_alive_of(keep_alive) == 0:
+            if self.host.find(name) is None:
+                if not any(n.lower() == name.lower() for n in self.host.servable_names()):
+                    raise self.not_found(model)
+            else:
+                await asyncio.to_thread(self.host.unload, name)  # now when idle, else after its last request
+            return SafeJSONResponse(out.done("", "unload"))
+        lease, _ = await self.lease(name, keep_alive)
+        lease.release()
+        return SafeJSONResponse(out.done("", "load"))
+
+    async def _generate(self, request: Request, body, schema, fields: dict, out, started: float) -> Response:
+        lease, load_s = await self.lease(self.name_of(body.model), body.keep_alive)
+        try:
+            engine = lease.engine
+            try:  # through parse(): the same messages as the OpenAI routes, named as Ollama's fields
+                ours = parse(schema, json.dumps({**wire.openai_fields(body, lease.name), **fields}).encode())
+            except APIError as exc:
+                raise wire.ollama_param(exc) from None
+            self._cap_context(engine, ours, body, fields)
+            return await self._run(request, engine, ours, out, lease, started, load_s)
+        except BaseException:
+            lease.release()
+            raise
+
+    def _cap_context(self, engine, ours, body, fields: dict) -> None:
+        """options.num_ctx never reloads the model: it caps this request (prompt + output)
+        within the context the model was loaded with."""
+        num_ctx = body.options.num_ctx if body.options else None
+        loaded = getattr(engine, "n_ctx_seq", None)
+        if not num_ctx or loaded is None or num_ctx >= loaded:
+            return
+        try:
+            prompt = (engine.tokenize_messages(fields["messages"]) if "messages" in fields
+                      else engine.tokenize(fields["prompt"]))
+        except Exception:
+            return  # Job.submit reports the same problem with its own message
+        room = num_ctx - len(prompt)
+        if room < 1:
+            raise APIError(400, f"the prompt is {len(prompt)} tokens; options.num_ctx {num_ctx} leaves no room "
+                                f"to generate", param="options.num_ctx", code="context_length_exceeded")
+        ours.max_tokens = min(ours.max_tokens or room, room)
+
+    async def _run(self, request: Request, engine, ours, out, lease, started: float, load_s: float) -> Response:
+        srv = self.srv
+        job = Job(engine, ours)
+        job.on_finish = lambda ev: ev.stats and srv.metrics.generation(ev.stats, ev.reason)
+        job.submit()
+
+        def counters(stats) -> dict:
+            return wire.timings(stats, started, load_s)
+
+        if ours.stream:
+            def closed():
+                srv._closed(job)
+                lease.release()
+            return NDJSONResponse(stream_lines(job, out, counters), on_close=closed)
+        try:
+            if not await srv._until_done_or_gone(request, job):
+                return Response(status_code=499)  # nobody is listening
+        finally:
+            lease.release()
+        c = job.choices[0]
+        return SafeJSONResponse(out.done(c.text, c.finish.reason, counters(c.finish.stats)))
+
+    # ---- embeddings --------------------------------------------------------------------
+    async def embed(self, request: Request) -> Response:
+        started = time.perf_counter()
+        body = parse(wire.EmbedBody, await self.srv.read_body(request))
+        inputs = [body.input] if isinstance(body.input, str) else list(body.input)
+        vectors, n, load_s = await self._embed(body.model, body.keep_alive, inputs, True, body.truncate)
+        if body.dimensions:
+            vectors = [_renormed(v[: body.dimensions]) for v in vectors]
+        return SafeJSONResponse({"model": body.model, "embeddings": vectors,
+                                 "total_duration": wire.ns(time.perf_counter() - started),
+                                 "load_duration": wire.ns(load_s), "prompt_eval_count": n})
+
+    async def embeddings(self, request: Request) -> Response:
+        """The legacy route: one prompt, one vector, not normalized (as Ollama answers it)."""
+        body = parse(wire.EmbeddingsBody, await self.srv.read_body(request))
+        inputs = [body.prompt] if body.prompt else []
+        vectors, *_ = await self._embed(body.model, body.keep_alive, inputs, False, True)
+        return SafeJSONResponse({"embedding": vectors[0] if vectors else []})
+
+    async def _embed(self, model: str, keep_alive, inputs: list[str], normalize: bool, truncate: bool):
+        lease, load_s = await self.lease(self.name_of(model), keep_alive)
+        try:
+            engine = lease.engine
+            if not inputs:  # Ollama loads the model and answers no vectors
+                return [], 0, load_s
+            if truncate:
+                inputs = await asyncio.to_thread(_truncated, engine, inputs)
+            try:
+                vectors, n = await asyncio.to_thread(engine.embed, inputs, normalize=normalize)
+            except APIError:
+                raise
+            except Exception as exc:
+                raise from_engine(exc, "input") from None
+            return vectors, n, load_s
+        finally:
+            lease.release()
+
+    # ---- routes ------------------------------------------------------------------------
+    def routes(self, counted) -> list[Route]:
+        def route(path: str, handler, method: str) -> Route:
+            return Route(path, counted(path, ollama_errors(self.srv, handler)), methods=[method])
+
+        return [route("/api/version", self.version, "GET"), route("/api/tags", self.tags, "GET"),
+                route("/api/ps", self.ps, "GET"), route("/api/show", self.show, "POST"),
+                route("/api/generate", self.generate, "POST"), route("/api/chat", self.chat, "POST"),
+                route("/api/embed", self.embed, "POST"), route("/api/embeddings", self.embeddings, "POST")]
+
+
+def _truncated(engine, inputs: list[str]) -> list[str | list[int]]:
+    """Ollama's truncate (its default): an input longer than an embedding input may be loses
+    its end. Only inputs that could be too long are tokenized (a token is at least a byte)."""
+    limit = getattr(getattr(engine, "embedder", None), "max_tokens", None) or getattr(engine, "n_ctx_seq", 0)
+    out: list[str | list[int]] = []
+    for text in inputs:
+        tokens = engine.tokenize(text) if limit and len(text.encode("utf-8", "replace")) + 4 > limit else None
+        out.append(tokens[:limit] if tokens is not None and len(tokens) > limit else text)
+    return out
+
+
+def _renormed(v: list[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in v))
+    return [x / norm for x in v] if norm > 0 else v
+
+
+def ollama_errors(srv, handler):
+    """The API key check, and every failure as Ollama's {"error": "message"} with the status
+    our APIError carries."""
+    async def route(request: Request) -> Response:
+        try:
+            srv.check_key(request)
+            return await handler(request)
+        except APIError as exc:
+            return error_response(exc)
+        except Exception as exc:
+            return error_response(APIError(500, f"internal error: {exc}"))
+    return route
+
+
+def ollama_routes(srv, counted) -> list[Route]:
+    return OllamaAPI(srv).routes(counted)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from textual import work
+from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import Hit, Hits, Provider
@@ -18,6 +18,7 @@ from edge_infer.config import EngineSettings
 from edge_infer.host import ModelHost
 from edge_infer.tui.conversations import ConversationStore
 from edge_infer.tui.widgets.chat import ChatPane
+from edge_infer.tui.widgets.host_models import HostModels
 from edge_infer.tui.widgets.models import ModelsPane
 from edge_infer.tui.widgets.server import ServerPane
 from edge_infer.tui.widgets.stats import StatsPane
@@ -37,6 +38,7 @@ class EdgeInferCommands(Provider):
             ("Conversation settings", lambda: app.run_chat_action("settings"), "System prompt and sampling"),
             ("Rename conversation", lambda: app.run_chat_action("rename"), "Give this chat a name"),
             ("Regenerate reply", lambda: app.run_chat_action("regenerate"), "Answer the last message again"),
+            ("Switch model", lambda: app.run_chat_action("pick_model"), "The model this conversation uses"),
         ]
         matcher = self.matcher(query)
         for name, callback, help_text in entries:
@@ -60,7 +62,7 @@ class EdgeInferApp(App):
         self.model_spec = model
         self.default_settings = settings or EngineSettings.from_env(parallel=4)
         self.conversations = conversations or ConversationStore()
-        self.host = ModelHost()
+        self.host = ModelHost(settings=self.default_settings)  # also for models loaded on demand
         self._load_on_start = load_model
 
     def compose(self) -> ComposeResult:
@@ -99,12 +101,37 @@ class EdgeInferApp(App):
 
         self.call_from_thread(setattr, self, "sub_title", f"loading {name or spec or 'default model'}…")
         try:
+            self._unload_for_new_settings(spec, settings)
             self.host.load(spec, settings, name=name)
         except (EdgeInferError, RuntimeError, OSError) as exc:
             self.call_from_thread(self.notify, str(exc), title="Cannot load model", severity="error", timeout=10)
             self.call_from_thread(setattr, self, "sub_title", self.host.description)
             return
         self.call_from_thread(self._model_loaded)
+
+    def _unload_for_new_settings(self, spec: str | None, settings: EngineSettings) -> None:
+        """Loading a model that is loaded with other settings reloads it (the host would
+        hand back the loaded engine as it is)."""
+        from pathlib import Path
+
+        from edge_infer.errors import EdgeInferError
+
+        loaded = next((m for m in self.host.loaded() if spec and m.path == Path(spec)), None)
+        if loaded is None or loaded.settings == settings:
+            return
+        if not loaded.idle():
+            raise EdgeInferError(f"{loaded.name} is answering requests: load it with new settings once "
+                                 f"they are done")
+        self.host.unload(loaded.name)
+
+    @on(HostModels.Changed)
+    def _models_changed(self, event: HostModels.Changed) -> None:
+        """Loaded on demand, unloaded, evicted, pinned, a new default: every view follows."""
+        loading = f"loading {', '.join(event.loading)}…" if event.loading else ""
+        self.sub_title = (f"{self.host.description} · {loading}" if self.host.current and loading
+                          else loading or self.host.description)
+        self.query_one(ChatPane).update_title()
+        self.query_one(ModelsPane).refresh_models()
 
     def _model_loaded(self) -> None:
         self.sub_title = self.host.description

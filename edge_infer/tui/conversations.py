@@ -19,7 +19,7 @@ DEFAULT_SAMPLING = {"temperature": 0.7, "top_p": 0.95, "top_k": 40, "min_p": 0.0
 class Message:
     role: str
     content: str
-    stats: dict | None = None  # assistant replies: ttft_s, decode_tok_s, tokens, finish
+    stats: dict | None = None  # assistant replies: ttft_s, decode_tok_s, tokens, finish, model
 
 
 @dataclass
@@ -30,6 +30,7 @@ class Conversation:
     sampling: dict = field(default_factory=lambda: dict(DEFAULT_SAMPLING))
     messages: list[Message] = field(default_factory=list)
     updated_at: float = field(default_factory=time.time)
+    model: str | None = None  # the host's model name it chats with; None: the default model, until the first reply
 
     def chat_messages(self) -> list[dict]:
         """What the model sees: the system prompt, then the turns."""
@@ -41,7 +42,7 @@ class Conversation:
         msgs = [Message(**m) for m in d.get("messages", [])]
         sampling = dict(DEFAULT_SAMPLING) | d.get("sampling", {})
         return cls(id=d["id"], title=d.get("title", "Chat"), system=d.get("system", ""),
-                   sampling=sampling, messages=msgs, updated_at=d.get("updated_at", 0.0))
+                   sampling=sampling, messages=msgs, updated_at=d.get("updated_at", 0.0), model=d.get("model"))
 
 
 class ConversationStore:

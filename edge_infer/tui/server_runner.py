@@ -1,6 +1,6 @@
 """Run the OpenAI-compatible server in a background thread of the app's process, on the
-app's model host (a model loaded in the app is the one served), and keep a log of its
-requests for the Server tab."""
+app's model host (the models loaded in the app are served, installed ones load on
+demand), and keep a log of its requests for the Server tab."""
 
 from __future__ import annotations
 
@@ -30,9 +30,8 @@ class RequestLog:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         start, wall, status = time.perf_counter(), time.time(), [0]
-        loaded = self.host.current
-        engine = loaded.engine if loaded else None
-        before = {r.id for r in engine.recent} if engine else set()
+        # Any loaded model may answer (or one loads for this request): look at them all.
+        before = {id(m.engine): {r.id for r in list(m.engine.recent)} for m in self._engines()}
 
         async def send_wrapper(message):
             if message["type"] == "http.response.start":
@@ -44,11 +43,15 @@ class RequestLog:
         finally:
             entry = LogEntry(wall, f"{scope['method']} {scope['path']}", status[0], time.perf_counter() - start)
             # The engine's history tells tokens and TTFT of API requests that finished meanwhile.
-            done = [r for r in list(engine.recent) if r.id not in before and r.source == "api"] if engine else []
+            done = [r for m in self._engines() for r in list(m.engine.recent)
+                    if r.id not in before.get(id(m.engine), ()) and r.source == "api"]
             if done:
                 entry.tokens = sum(r.generated_tokens for r in done)
                 entry.ttft_s = done[0].ttft_s
             self.entries.append(entry)
+
+    def _engines(self):
+        return [m for m in self.host.loaded() if hasattr(m.engine, "recent")]
 
 
 class TuiServer:

@@ -63,3 +63,30 @@ def smol_store(edge_home, smollm2_path):
     (folder / smollm2_path.name).symlink_to(smollm2_path)
     return ModelStore().record(folder / smollm2_path.name, name="SmolLM2-135M-Instruct", quant="Q4_1",
                                source="mirror", alias="smollm2")
+
+
+@pytest.fixture
+def gemma_store(edge_home, gemma3_path):
+    """The temporary store with Gemma 3 in it (a symlink to the real file): the host lists it
+    as "gemma3" and loads it on demand."""
+    from edge_infer.store.store import ModelStore
+
+    folder = edge_home / "models" / "gemma3"
+    folder.mkdir(parents=True)
+    (folder / gemma3_path.name).symlink_to(gemma3_path)
+    return ModelStore().record(folder / gemma3_path.name, name="Gemma-3-270M", quant="Q4_K_M",
+                               source="mirror", alias="gemma3")
+
+
+def host_rows(app) -> dict[str, dict[str, str]]:
+    """The Server tab's model table as the user reads it: model name -> {column: text}."""
+    from textual.widgets import DataTable
+
+    from edge_infer.tui.widgets.host_models import COLUMNS
+
+    table = app.query_one("#host-models", DataTable)
+    out = {}
+    for key in table.rows:
+        cells = [str(c) for c in table.get_row(key)]
+        out[cells[0]] = dict(zip((c for c, _ in COLUMNS), cells))
+    return out

@@ -1,8 +1,11 @@
 """The Chat tab in a real (headless) terminal with the real SmolLM2."""
 
-from textual.widgets import Input, Label, ListView, Markdown, Static, TabbedContent
+import threading
+
+from textual.widgets import Input, Label, ListView, Markdown, OptionList, Static, TabbedContent
 
 from edge_infer.tui.conversations import ConversationStore
+from edge_infer.tui.screens.pick_model import ModelPickerScreen
 from edge_infer.tui.widgets.chat import ChatPane, MessageView
 
 from .conftest import toasts, wait_for
@@ -55,6 +58,7 @@ async def test_keys_work_while_a_reply_streams_and_esc_stops_it(make_app):
         assert reply.stats["finish"] == "cancelled"
         assert reply.stats["tokens"] < 2000
         assert app.host.get().snapshot().running == 0
+        assert [e["active"] for e in app.host.listing()] == [0]  # the cancelled reply let go of its lease
 
 
 async def test_conversations_persist_and_restore(make_app, tmp_path):
@@ -111,3 +115,68 @@ async def test_a_prompt_over_the_context_is_a_notification_and_nothing_is_lost(m
         await wait_for(pilot, lambda: any("context holds" in m for m in toasts(app, "Cannot send")))
         assert app.query_one("#prompt", Input).value == long.strip()
         assert len(app.query(MessageView)) == 0
+
+
+async def test_a_conversation_switches_model_and_the_reply_comes_from_it(make_app, gemma_store, tmp_path):
+    app = make_app()  # SmolLM2 is loaded and the default; Gemma 3 is installed, not loaded
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.host.ready)
+        smol = app.host.current
+        chat = app.query_one(ChatPane)
+        chat.current.sampling.update(max_tokens=8, temperature=0)
+        title = app.query_one("#chat-title", Static)
+        assert f"·  {smol.name} · ctx 1024" in str(title.render())
+
+        # Ctrl+O: the picker lists the loaded model and the installed one.
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelPickerScreen))
+        names = [e["name"] for e in app.screen.entries]
+        assert names == [smol.name, "gemma3"]
+        app.screen.query_one(OptionList).highlighted = names.index("gemma3")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: chat.current.model == "gemma3")
+        assert "gemma3 (loads when you send)" in str(title.render())
+
+        # Sending loads Gemma on demand in a worker thread; held here so the wait shows.
+        go = threading.Event()
+        real_open = app.host._open_engine
+        app.host._open_engine = lambda *a: go.wait(30) and real_open(*a)
+        await send(pilot, "Say hi.")
+        assert chat.loading == "gemma3" and "loading gemma3…" in str(title.render())
+        assert [(e["name"], e["state"]) for e in app.host.listing()][1] == ("gemma3", "loading")
+        go.set()
+        await wait_for(pilot, lambda: len(app.query(MessageView)) == 2 and chat.stream is None
+                       and app.query(MessageView).last().message.stats)
+        gemma = app.host.find("gemma3")
+        assert gemma is not None and gemma.engine is not smol.engine
+        assert gemma.engine.snapshot().requests_total == 1  # the reply came from Gemma
+        assert smol.engine.snapshot().requests_total == 0
+        reply = app.query(MessageView).last()
+        assert reply.message.stats["model"] == "gemma3" and reply.message.content.strip()
+        assert str(reply.query_one(".reply-stats").render()).startswith("gemma3 · TTFT")
+        assert f"·  gemma3 · ctx 1024" in str(title.render())
+        # The lease ended with the stream: nothing holds either model.
+        assert chat.lease is None and [e["active"] for e in app.host.listing()] == [0, 0]
+        # Both stay loaded; the default is still SmolLM2, and a new chat uses it.
+        assert app.host.current is smol and sorted(app.host.names()) == sorted([smol.name, "gemma3"])
+        await pilot.press("ctrl+n")
+        assert f"·  {smol.name} · ctx 1024" in str(title.render())
+    # The conversation remembers its model.
+    saved = {c.title: c for c in ConversationStore(tmp_path / "conversations").list()}
+    assert saved["Say hi."].model == "gemma3"
+
+
+async def test_a_model_that_cannot_load_is_a_notification_and_the_message_comes_back(make_app, gemma_store):
+    from edge_infer.host import Budget
+
+    app = make_app()
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.host.ready)
+        chat = app.query_one(ChatPane)
+        chat.current.model = "gemma3"
+        app.host.budget = Budget(ram=200 << 20)  # SmolLM2 fits; Gemma 3 alone does not
+        await send(pilot, "Hello there.")
+        await wait_for(pilot, lambda: any("needs" in t for t in toasts(app, "Cannot load gemma3")))
+        assert app.query_one("#prompt", Input).value == "Hello there."
+        assert len(app.query(MessageView)) == 0 and chat.loading is None
+        assert app.host.names() == [app.host.current.name]

@@ -188,7 +188,7 @@ async def test_delete_asks_and_refuses_the_loaded_model(make_app, smol_store):
         app.load_model(str(smol_store.path), EngineSettings(ctx=256, parallel=1, n_threads=2), name=smol_store.label)
         await wait_for(pilot, lambda: f"{smol_store.label} is ready." in toasts(app))
         app.query_one("#delete-model", Button).press()
-        await wait_for(pilot, lambda: f"{smol_store.label} is loaded: load another model first." in toasts(app))
+        await wait_for(pilot, lambda: f"{smol_store.label} is loaded: unload it first (Server tab)." in toasts(app))
         assert not isinstance(app.screen, ConfirmScreen)
         app.host.unload()
         app.query_one("#delete-model", Button).press()

@@ -4,7 +4,7 @@ import asyncio
 
 from textual.widgets import DataTable, Input, RadioButton, Static
 
-from .conftest import wait_for
+from .conftest import host_rows, toasts, wait_for
 
 
 async def _start(app, pilot, **fields):
@@ -75,3 +75,63 @@ async def test_server_tab_on_a_unix_socket(make_app, tmp_path):
         assert app.host.get().name in [m.id for m in models.data]
         await _stop(app, pilot)
     assert not sock.exists()
+
+
+async def _select(app, pilot, name):
+    table = app.query_one("#host-models", DataTable)
+    table.focus()
+    names = list(host_rows(app))
+    table.move_cursor(row=names.index(name))
+    await pilot.pause()
+
+
+async def test_server_tab_lists_two_loaded_models_and_unloads_pins_and_loads_by_key(make_app, gemma3_path,
+                                                                                    smol_store):
+    from edge_infer.host import Budget
+
+    app = make_app()  # SmolLM2 (by path) is the default model
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.host.ready)
+        smol = app.host.current.name
+        # Gemma 3 loads beside it (the host holds both): it becomes the default.
+        await asyncio.to_thread(app.host.load, str(gemma3_path), app.default_settings)
+        gemma = app.host.current.name
+        await pilot.press("f3")
+        await wait_for(pilot, lambda: host_rows(app).get(gemma, {}).get("state") == "● loaded")
+        rows = host_rows(app)
+        assert rows[smol]["state"] == "● loaded" and rows[gemma]["default"] == "yes" and rows[smol]["default"] == ""
+        assert rows[smol]["ram"].endswith("MiB") and rows[gemma]["active"] == "0" and rows[smol]["pinned"] == ""
+        assert rows["smollm2"]["state"] == "unloaded"  # installed, not loaded: a request would load it
+        assert "2 loaded" in str(app.query_one("#host-models-title").render())
+
+        await _select(app, pilot, smol)
+        await pilot.press("p")  # pin
+        await wait_for(pilot, lambda: host_rows(app)[smol]["pinned"] == "yes")
+        assert host_rows(app)[smol]["keep"] == "pinned" and app.host.find(smol).pinned
+        await pilot.press("d")  # make default
+        await wait_for(pilot, lambda: host_rows(app)[smol]["default"] == "yes")
+        assert app.host.current.name == smol and host_rows(app)[gemma]["default"] == ""
+        await wait_for(pilot, lambda: app.sub_title.startswith(smol))  # the title bar follows
+        await pilot.press("p")  # unpin
+        await wait_for(pilot, lambda: host_rows(app)[smol]["pinned"] == "")
+
+        await _select(app, pilot, gemma)
+        await pilot.press("u")  # unload: it was loaded by path, not installed, so its row goes
+        await wait_for(pilot, lambda: gemma not in host_rows(app))
+        assert app.host.names() == [smol]
+
+        # A model that does not fit is an error toast, and the app goes on.
+        app.host.budget = Budget(ram=1 << 20)
+        await _select(app, pilot, "smollm2")
+        await pilot.press("l")
+        await wait_for(pilot, lambda: any("needs" in t for t in toasts(app, "Cannot load smollm2")))
+        assert host_rows(app)["smollm2"]["state"] == "unloaded"
+        app.host.budget = Budget(ram=1 << 40)
+        await pilot.press("l")  # load the installed one by key
+        await wait_for(pilot, lambda: host_rows(app)["smollm2"]["state"] == "● loaded")
+        assert sorted(app.host.names()) == sorted([smol, "smollm2"])
+        # The Models tab marks it loaded too, though it is not the default model.
+        from edge_infer.tui.widgets.installed import InstalledModels
+
+        installed = app.query_one(InstalledModels).query_one("#installed", DataTable)
+        await wait_for(pilot, lambda: str(installed.get_row_at(0)[-1]) == "● loaded")

@@ -12,9 +12,14 @@ from edge_infer.tui.conversations import Conversation, ConversationStore, Messag
 SIZE = (100, 30)
 
 
+class FixedPlan:
+    cpu_bytes, gpu_bytes = 230 * 2**20, 0  # what the Server tab's model table shows as RAM
+
+
 class FixedEngine:
     """Stands in for a loaded engine: the Stats tab renders this snapshot."""
     name = "smollm2:Q4_1"
+    plan = FixedPlan()
 
     def close(self):
         pass
@@ -95,8 +100,16 @@ def test_models_tab(snap_compare, fixed_app):
     assert snap_compare(fixed_app(), terminal_size=SIZE, press=["f2"])
 
 
+async def _busy_model(pilot):
+    # A reply in flight: the model table shows "busy" rather than an idle time that ticks.
+    pilot.app.host.try_acquire()
+    pilot.app.query_one("HostModels").poller.pause()
+    pilot.app.query_one("HostModels").refresh_table()
+    await pilot.pause()
+
+
 def test_server_tab(snap_compare, fixed_app):
-    assert snap_compare(fixed_app(), terminal_size=SIZE, press=["f3"])
+    assert snap_compare(fixed_app(), terminal_size=SIZE, press=["f3"], run_before=_busy_model)
 
 
 def test_stats_tab(snap_compare, fixed_app):

@@ -1,59 +1,32 @@
 """Chat: conversations at the side, streamed Markdown replies, a composer at the bottom.
 
-Replies stream in an async worker that reads the engine's stream on the UI loop (the
-engine thread wakes it), so keys keep working while the model generates.
+Each conversation chats with its own model (the default one until its first reply; Ctrl+O
+picks another). A reply holds a lease on that model from submit to the stream's end, so
+the host never unloads it mid-reply; a model not loaded yet loads in a thread worker
+first. Replies stream in an async worker that reads the engine's stream on the UI loop
+(the engine thread wakes it), so keys keep working while the model generates.
 """
 
 from __future__ import annotations
 
 import time
 
+from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Button, Input, Label, ListItem, ListView, Markdown, Static
+from textual.widgets import Button, Input, Label, ListView, Markdown, Static
 
 from edge_infer.host import ModelHost
 from edge_infer.tui.conversations import Conversation, ConversationStore, Message
 from edge_infer.tui.screens.dialogs import ConfirmScreen, ConversationSettingsScreen, TextPromptScreen
+from edge_infer.tui.screens.pick_model import ModelPickerScreen
+from edge_infer.tui.widgets.messages import ConversationItem, MessageView
 
 
 FLUSH_S = 0.12  # seconds between redraws of a streaming reply
-
-
-def reply_stats(stats: dict | None) -> str:
-    if not stats:
-        return ""
-    parts = [f"TTFT {stats['ttft_s'] * 1000:.0f} ms", f"{stats['decode_tok_s']:.1f} tok/s",
-             f"{stats['tokens']} tokens"]
-    if stats.get("cached"):
-        parts.append(f"{stats['cached']} prompt tokens reused")
-    if stats.get("finish") not in (None, "stop"):
-        parts.append(stats["finish"])
-    return " · ".join(parts)
-
-
-class MessageView(Vertical):
-    def __init__(self, message: Message):
-        super().__init__(classes=f"message {message.role}")
-        self.message = message
-
-    def compose(self) -> ComposeResult:
-        yield Label("You" if self.message.role == "user" else "Assistant", classes="role")
-        yield Markdown(self.message.content, classes="body")
-        yield Static(reply_stats(self.message.stats), classes="reply-stats")
-
-    def set_stats(self, stats: dict) -> None:
-        self.message.stats = stats
-        self.query_one(".reply-stats", Static).update(reply_stats(stats))
-
-
-class ConversationItem(ListItem):
-    def __init__(self, conv: Conversation):
-        super().__init__(Label(conv.title))
-        self.conv = conv
 
 
 class ChatPane(Widget):
@@ -64,6 +37,7 @@ class ChatPane(Widget):
         Binding("ctrl+t", "rename", "Rename"),
         Binding("ctrl+d", "delete_chat", "Delete"),
         Binding("ctrl+s", "settings", "Settings"),
+        Binding("ctrl+o", "pick_model", "Model"),
     ]
 
     def __init__(self, store: ConversationStore, host: ModelHost, **kw):
@@ -73,6 +47,9 @@ class ChatPane(Widget):
         self.conversations: list[Conversation] = store.list() or [Conversation()]
         self.current = self.conversations[0]
         self.stream = None  # the engine stream of the reply being generated
+        self.lease = None   # the reply's hold on its model (released when the stream ends)
+        self.loading: str | None = None  # the model a sent message waits for
+        self._pending = None  # token of the send that waits for its model (None: none, or stopped)
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -112,9 +89,26 @@ class ChatPane(Widget):
         box.scroll_end(animate=False)
         self.update_title()
 
+    def model_of(self, conv: Conversation) -> str | None:
+        """The model `conv` chats with: its own, else the host's default (None: none loaded)."""
+        if conv.model:
+            return conv.model
+        current = self.host.current
+        return current.name if current else None
+
     def update_title(self) -> None:
-        host = self.host
-        self.query_one("#chat-title", Static).update(f"[b]{self.current.title}[/b]  ·  {host.description}")
+        model = self.model_of(self.current)
+        found = self.host.find(model) if model else None
+        if self.loading:
+            text = f"loading {self.loading}…"
+        elif found is not None:
+            s = found.settings
+            text = f"{found.name} · ctx {s.ctx} · {s.parallel} slots · {s.n_threads} threads"
+        elif model:
+            text = f"{model} (loads when you send)"
+        else:
+            text = "no model loaded"
+        self.query_one("#chat-title", Static).update(f"[b]{escape(self.current.title)}[/b]  ·  {escape(text)}")
 
     # ---- sending and streaming ---------------------------------------------------------
     @on(Input.Submitted, "#prompt")
@@ -122,10 +116,11 @@ class ChatPane(Widget):
         text = event.value.strip()
         if not text:
             return
-        if self.stream is not None:
-            self.notify("A reply is still streaming: Esc stops it.", severity="warning")
+        if self.stream is not None or self.loading:
+            self.notify("A reply is still streaming: Esc stops it." if self.stream is not None
+                        else f"Still loading {self.loading}: Esc stops waiting.", severity="warning")
             return
-        if not self.host.ready:
+        if self.model_of(self.current) is None:
             self.notify("No model loaded yet: pick one on the Models tab.", severity="warning")
             return
         event.input.value = ""
@@ -145,26 +140,72 @@ class ChatPane(Widget):
         return view
 
     def respond(self) -> None:
+        """Answer the conversation's last message with its model: at once when the model is
+        loaded, else after a worker thread loads it."""
+        conv = self.current
+        model = self.model_of(conv)
+        conv.model = model  # the conversation remembers the model it started with
+        lease = self.host.try_acquire(model)
+        if lease is not None:
+            self._submit(conv, lease)
+            return
+        token = object()  # this send's: a stop or a new send makes it stale
+        self.loading, self._pending = model, token
+        self.update_title()
+        self.acquire(conv, model, token)
+
+    @work(thread=True, exclusive=True, group="acquire")
+    def acquire(self, conv: Conversation, model: str, token) -> None:
+        try:
+            lease = self.host.acquire(model)  # loads it (seconds): never on the UI loop
+        except Exception as exc:  # unknown, does not fit, busy, load failed: the app goes on
+            self.app.call_from_thread(self._acquire_failed, conv, model, token, exc)
+            return
+        self.app.call_from_thread(self._acquired, conv, lease, token)
+
+    def _acquired(self, conv: Conversation, lease, token) -> None:
+        if token is not self._pending or conv is not self.current:
+            lease.release()  # stopped, or the user left this conversation while it loaded
+            return
+        self.loading = self._pending = None
+        self._submit(conv, lease)
+
+    def _acquire_failed(self, conv: Conversation, model: str, token, exc: BaseException) -> None:
+        if token is not self._pending:
+            return
+        self.loading = self._pending = None
+        if conv is self.current:
+            self._take_back()
+        self.update_title()
+        self.notify(str(exc) or type(exc).__name__, title=f"Cannot load {model}", severity="error", timeout=10)
+
+    def _take_back(self) -> None:
+        """Nothing is lost: the unanswered message goes back into the composer."""
+        if self.current.messages and self.current.messages[-1].role == "user":
+            self.query_one("#prompt", Input).value = self._drop_last().content
+
+    def _submit(self, conv: Conversation, lease) -> None:
         from edge_infer.engine import Request, SamplingParams
         from edge_infer.errors import EdgeInferError
 
-        conv = self.current
         params = {k: v for k, v in conv.sampling.items() if v is not None}
         try:
             request = Request(messages=conv.chat_messages(), sampling=SamplingParams(**params), source="chat")
-            self.stream = self.host.get().submit(request)
+            self.stream = lease.engine.submit(request)
         except (EdgeInferError, ValueError, TypeError) as exc:
-            # Nothing is lost: the message goes back into the composer.
-            failed = self._drop_last()
-            self.query_one("#prompt", Input).value = failed.content
+            lease.release()
+            self._take_back()
+            self.update_title()
             self.notify(str(exc), title="Cannot send", severity="error", timeout=8)
             return
+        self.lease = lease
+        self.update_title()
         view = self.add_message(Message("assistant", ""))
         self.store.save(conv)
-        self.stream_reply(conv, view, self.stream)
+        self.stream_reply(conv, view, self.stream, lease)
 
     @work(exclusive=True, group="reply")
-    async def stream_reply(self, conv: Conversation, view: MessageView, stream) -> None:
+    async def stream_reply(self, conv: Conversation, view: MessageView, stream, lease) -> None:
         from edge_infer.engine import FinishEvent
 
         body = view.query_one(Markdown)
@@ -196,25 +237,59 @@ class ChatPane(Widget):
                     st = event.stats
                     view.set_stats({"ttft_s": st.ttft_s, "decode_tok_s": st.decode_tok_s,
                                     "tokens": st.generated_tokens, "cached": st.cached_tokens,
-                                    "finish": event.reason})
+                                    "finish": event.reason, "model": lease.name})
                     if event.error:
                         self.notify(event.error, title="Generation failed", severity="error")
         finally:
+            lease.release()  # also on cancel and errors: the model may go idle (keep-alive, eviction)
+            if self.lease is lease:
+                self.lease = None
+            if self.stream is stream:
+                self.stream = None
             await md.stop()
             view.message.content = "".join(parts)
-            self.stream = None
             self.store.save(conv)
 
     # ---- actions -------------------------------------------------------------------
     def action_stop(self) -> None:
         if self.stream is not None:
             self.stream.cancel()
+        elif self.loading:
+            # The load goes on in its thread (llama.cpp cannot be interrupted); the reply won't.
+            self.notify(f"Stopped waiting: {self.loading} goes on loading.")
+            self.loading = self._pending = None
+            self._take_back()
+            self.update_title()
 
     def abort_reply(self) -> None:
         """Leaving a conversation: stop its reply and its worker before the view goes."""
-        self.action_stop()
+        if self.stream is not None:
+            self.stream.cancel()
+        self.loading = self._pending = None
         self.workers.cancel_group(self, "reply")
         self.stream = None
+        if self.lease is not None:  # the cancelled worker releases it too: only the first counts
+            self.lease.release()
+            self.lease = None
+
+    def action_pick_model(self) -> None:
+        entries = self.host.listing()
+        if not entries:
+            self.notify("No models installed or loaded: get one on the Models tab.", severity="warning")
+            return
+        conv = self.current
+
+        def done(name: str | None) -> None:
+            if not name or conv is not self.current:
+                return
+            conv.model = name
+            if conv.messages:
+                self.store.save(conv)
+            self.update_title()
+            loaded = self.host.find(name) is not None
+            self.notify(f"This conversation uses {name}" + ("." if loaded else " (it loads when you send)."))
+
+        self.app.push_screen(ModelPickerScreen(entries, self.model_of(conv)), done)
 
     def action_new_chat(self) -> None:
         self.abort_reply()
@@ -235,7 +310,7 @@ class ChatPane(Widget):
 
     def action_regenerate(self) -> None:
         msgs = self.current.messages
-        if self.stream is not None or not msgs or not self.host.ready:
+        if self.stream is not None or self.loading or not msgs or self.model_of(self.current) is None:
             return
         if msgs[-1].role == "assistant":
             self._drop_last()

@@ -2,7 +2,8 @@
 
 Verdicts come from plan.fit_verdict at the app's context x slots against this
 machine (RAM read on every refresh, GPUs probed once off the UI thread). Deleting goes
-through ModelStore.remove, after a confirmation, never for the loaded model.
+through ModelStore.remove, after a confirmation, never for a loaded model. "● loaded"
+marks every model the host holds (it may hold several), not only the default one.
 """
 
 from __future__ import annotations
@@ -97,10 +98,10 @@ class InstalledModels(Widget):
         self.models = ModelStore().installed()
         machine = self.machine()
         table.clear()
-        loaded = self.host.current.path if self.host.current else None
+        loaded = {m.path for m in self.host.loaded()}
         for m in self.models:
             table.add_row(m.label, m.quant, human_bytes(m.size), m.source, self.verdict(m, machine),
-                          "● loaded" if loaded and m.path == loaded else "", key=str(m.path))
+                          "● loaded" if m.path in loaded else "", key=str(m.path))
         if self.models:
             table.move_cursor(row=min(keep or 0, len(self.models) - 1))
         settings = self.app.default_settings
@@ -130,7 +131,9 @@ class InstalledModels(Widget):
         model = self.selected()
         if model is None:
             return
-        settings = self.host.current.settings if self.host.current else self.app.default_settings
+        # Its own settings when it is loaded, else the default model's, else the app's.
+        base = next((m for m in self.host.loaded() if m.path == model.path), None) or self.host.current
+        settings = base.settings if base else self.app.default_settings
 
         def chosen(new_settings) -> None:
             if new_settings is not None:
@@ -155,8 +158,8 @@ class InstalledModels(Widget):
         model = self.selected()
         if model is None:
             return
-        if self.host.current and self.host.current.path == model.path:
-            self.notify(f"{model.label} is loaded: load another model first.", severity="warning")
+        if any(m.path == model.path for m in self.host.loaded()):
+            self.notify(f"{model.label} is loaded: unload it first (Server tab).", severity="warning")
             return
 
         def done(yes: bool) -> None:

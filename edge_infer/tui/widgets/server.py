@@ -1,5 +1,7 @@
-"""Server: start/stop the OpenAI-compatible API on the app's model host (the model
-loaded in the app is the one served), over TCP or a Unix socket, and watch its requests."""
+"""Server: the host's models (widgets/host_models.py: load, unload, pin, default), and
+start/stop the OpenAI-compatible API on the app's model host (every model loaded in the
+app is served; installed ones load on demand), over TCP or a Unix socket, and watch its
+requests."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Label, RadioButton, RadioSet, Static
 
 from edge_infer.host import ModelHost
+from edge_infer.tui.widgets.host_models import HostModels
 
 
 class ServerPane(Widget):
@@ -22,6 +25,7 @@ class ServerPane(Widget):
         self._seen = 0
 
     def compose(self) -> ComposeResult:
+        yield HostModels(self.host, id="host-models-panel")
         yield Label("OpenAI-compatible server", classes="section")
         with RadioSet(id="transport"):
             yield RadioButton("TCP", value=True, id="use-tcp")
@@ -48,12 +52,13 @@ class ServerPane(Widget):
         from edge_infer import paths
 
         self.query_one("#socket", Input).value = str(paths.data_dir() / "edge-infer.sock")
+        self.query_one("#curl-example", Static).display = False  # room for the log until it serves
         self.set_interval(0.5, self.poll_log)
 
     @on(Button.Pressed, "#start-server")
     def start_clicked(self) -> None:
         if not self.host.ready:
-            self.notify("Load a model first (Models tab).", severity="warning")
+            self.notify("Load a model first (Models tab, or l on a model above).", severity="warning")
             return
         use_socket = self.query_one("#use-socket", RadioButton).value
         try:
@@ -84,6 +89,7 @@ class ServerPane(Widget):
         s = self.server
         self.query_one("#server-status", Static).update(f"[green]●[/green] serving [b]{s.address}[/b]")
         self.query_one("#curl-example", Static).update(s.curl_example())
+        self.query_one("#curl-example", Static).display = True
         self.query_one("#start-server", Button).disabled = True
         self.query_one("#stop-server", Button).disabled = False
         self.notify(f"Serving on {s.address}")
@@ -93,6 +99,7 @@ class ServerPane(Widget):
         self.stop_server()
         self.query_one("#server-status", Static).update("Server stopped.")
         self.query_one("#curl-example", Static).update("")
+        self.query_one("#curl-example", Static).display = False
         self.query_one("#start-server", Button).disabled = False
         self.query_one("#stop-server", Button).disabled = True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -41,12 +42,18 @@ def test_the_models_config_sets_the_served_models_context(smollm2_path, tmp_path
     config = tmp_path / "models.toml"
     config.write_text(f'[models."{smollm2_path.stem}"]\nctx = 768\nparallel = 2\n')
     path = short_socket_path()
-    p = serve(smollm2_path, "--socket", path, "--models-config", config, "--models-budget", "2GiB",
-              "--keep-alive", "10m", "--threads", "2")
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:  # a file, not a pipe: a full pipe would block the server's logging
+        p = subprocess.Popen([sys.executable, "-m", "edge_infer", "serve", smollm2_path, "--socket", path,
+                              "--models-config", config, "--models-budget", "2GiB", "--keep-alive", "10m",
+                              "--threads", "2"], stdout=out, stderr=subprocess.STDOUT, text=True)
     try:
-        line = p.stderr.readline() + p.stderr.readline()
-        assert "serving" in line and "2 slots x 768 tokens" in line
-        with httpx.Client(transport=httpx.HTTPTransport(uds=path), base_url="http://x") as c:
+        for _ in range(600):
+            if "Ctrl-C stops" in log.read_text() or p.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert "2 slots x 768 tokens" in log.read_text()
+        with httpx.Client(transport=httpx.HTTPTransport(uds=path), base_url="http://x", timeout=120) as c:
             card = c.get("/v1/models").json()["data"][0]
             assert card["id"] == smollm2_path.stem and card["status"]["value"] == "loaded"
             assert c.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 2}).status_code == 200

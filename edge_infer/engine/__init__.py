@@ -5,6 +5,9 @@ from edge_infer.engine.sampling import SamplingParams
 from edge_infer.engine.sequence import Request
 from edge_infer.engine.stats import EngineSnapshot, RequestStats
 from edge_infer.engine.stream import Completion, FinishEvent, RequestStream, TokenEvent
+from edge_infer.engine import toolcalls  # noqa: F401  tool-call parsers: toolcalls.parser_for(...)
+from edge_infer.engine.tool_grammar import HERMES, CallWrapper, ToolGrammarError, tool_call_grammar
+from edge_infer.engine.tool_prompt import template_supports_tools
 
 
 def __getattr__(name):
@@ -20,4 +23,5 @@ def __getattr__(name):
 
 __all__ = ["Engine", "BadRequestError", "quantize_file", "Request", "SamplingParams", "Completion",
            "FinishEvent", "RequestStream", "TokenEvent", "GrammarError", "validate_gbnf",
-           "EngineSnapshot", "RequestStats"]
+           "EngineSnapshot", "RequestStats", "tool_call_grammar", "CallWrapper", "HERMES", "ToolGrammarError",
+           "template_supports_tools"]

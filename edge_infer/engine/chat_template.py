@@ -6,11 +6,13 @@ Rendered in a sandbox like Hugging Face transformers does. A model without a tem
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from edge_infer.engine.tool_prompt import hermes_fallback, hf_messages, template_supports_tools
 from edge_infer.errors import EdgeInferError
 
 CHATML = (
@@ -42,6 +44,12 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    # As transformers renders templates: keys in their order, no HTML escaping (Jinja's own
+    # tojson sorts keys and writes < as \u003c); tools and tool calls are printed with it.
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
 class ChatTemplate:
     def __init__(self, source: str | None, bos_token: str = "", eos_token: str = "",
                  architecture: str = ""):
@@ -51,12 +59,16 @@ class ChatTemplate:
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                             extensions=["jinja2.ext.loopcontrols"])
         env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
+        env.filters["tojson"] = _tojson
         try:
             self._template = env.from_string(self.source)
         except jinja2.TemplateError as exc:
             raise ChatTemplateError(f"the model's chat template does not parse: {exc}") from exc
+        self.supports_tools = template_supports_tools(self.source)
 
-    def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+    def render(self, messages: list[dict], add_generation_prompt: bool = True,
+               tools: list[dict] | None = None) -> str:
+        """`tools`: OpenAI tool dicts. Messages may carry tool_calls / tool_call_id (tool_prompt)."""
         clean = []
         for i, m in enumerate(messages):
             role, content = m.get("role"), m.get("content")
@@ -64,12 +76,28 @@ class ChatTemplate:
                 raise ChatTemplateError(f"message {i}: unknown role {role!r}")
             if isinstance(content, list):  # OpenAI content parts: keep the text parts
                 content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+            if content is None and (m.get("tool_calls") or role == "tool"):
+                content = ""
             if not isinstance(content, str):
                 raise ChatTemplateError(f"message {i}: content must be text")
-            clean.append({"role": "system" if role == "developer" else role, "content": content})
+            msg = {"role": "system" if role == "developer" else role, "content": content}
+            if m.get("tool_calls"):
+                msg["tool_calls"] = m["tool_calls"]
+            if role == "tool":
+                msg.update({k: m[k] for k in ("tool_call_id", "name") if m.get(k)})
+            clean.append(msg)
+        extra = {}
+        if self.supports_tools:
+            clean = hf_messages(clean)
+            if tools:
+                extra["tools"] = tools
+        elif tools or any("tool_calls" in m or m["role"] == "tool" for m in clean):
+            # No tool support in this template: tools and tool turns in the Hermes style
+            # (a <tools> system prompt, <tool_call> / <tool_response> text), so any model can be asked.
+            clean = hermes_fallback(clean, tools)
         try:
             return self._template.render(messages=clean, add_generation_prompt=add_generation_prompt,
-                                         bos_token=self.bos_token, eos_token=self.eos_token)
+                                         bos_token=self.bos_token, eos_token=self.eos_token, **extra)
         except ChatTemplateError:
             raise
         except jinja2.TemplateError as exc:

@@ -101,8 +101,8 @@ class Engine:
         self.watchdog = Watchdog(self, s.stall_timeout).start()
 
     # ---- public API (any thread) -----------------------------------------------------
-    def tokenize_messages(self, messages: list[dict]) -> list[int]:
-        return self.prompts.tokenize_messages(messages)
+    def tokenize_messages(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+        return self.prompts.tokenize_messages(messages, tools)
 
     def tokenize(self, text: str) -> list[int]:
         return self.prompts.tokenize(text)

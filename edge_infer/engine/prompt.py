@@ -25,8 +25,8 @@ class Prompter:
             eos_token=model.token_to_bytes(model.eos, special=True).decode("utf-8", "replace"),
             architecture=architecture)
 
-    def tokenize_messages(self, messages: list[dict]) -> list[int]:
-        text = self.template.render(messages, add_generation_prompt=True)
+    def tokenize_messages(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+        text = self.template.render(messages, add_generation_prompt=True, tools=tools)
         # A template that writes the BOS text itself must not get a second BOS.
         starts_with_bos = bool(self.template.bos_token) and text.startswith(self.template.bos_token)
         return self.model.tokenize(text, add_special=self.model.add_bos and not starts_with_bos)
@@ -42,7 +42,7 @@ class Prompter:
             if request.messages is not None:
                 if not request.messages:
                     raise BadRequestError("messages must not be empty")
-                tokens = self.tokenize_messages(request.messages)
+                tokens = self.tokenize_messages(request.messages, request.tools)
             elif request.prompt is not None:
                 tokens = self.tokenize(request.prompt)
             else:

@@ -18,8 +18,9 @@ _ids = itertools.count(1)
 class Request:
     """What a caller submits. Give exactly one of prompt, messages or prompt_tokens."""
     prompt: str | None = None
-    messages: list[dict] | None = None
+    messages: list[dict] | None = None    # chat: role, content (+ tool_calls, tool_call_id)
     prompt_tokens: list[int] | None = None
+    tools: list[dict] | None = None        # with messages: OpenAI tool dicts for the chat template
     sampling: SamplingParams = field(default_factory=SamplingParams)
     source: str = "api"                    # who asked: cli, chat, api, bench (shown in stats)
     capture_logprobs: bool = False         # full log-softmax per generated position

@@ -12,9 +12,12 @@ import json
 from dataclasses import dataclass, field
 
 from edge_infer.engine import (FinishEvent, GrammarError, Request, RequestStream, SamplingParams, TokenEvent,
-                               validate_gbnf)
+                               ToolGrammarError, tool_call_grammar, validate_gbnf)
 from edge_infer.server.errors import APIError, bad_request, from_engine
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
+
+
+MAX_PARALLEL_CALLS = 8  # calls in one forced reply (small models repeat a call until max_tokens)
 
 
 def grammar_for(body) -> tuple[str | None, str | None]:
@@ -22,6 +25,17 @@ def grammar_for(body) -> tuple[str | None, str | None]:
     The engine checks every grammar before llama.cpp sees it (build_sampler); the server
     is stricter with grammars users write: an unused rule there is a mistake, refused."""
     fmt = getattr(body, "response_format", None)
+    forced = getattr(body, "forced_tool", None)  # tool_choice "required" or a named function
+    if forced:
+        if (fmt is not None and fmt.type != "text") or body.grammar:
+            raise bad_request("tool_choice 'required' or a named function constrains the whole reply to tool "
+                              "calls; it cannot be combined with response_format or grammar", "tool_choice")
+        try:
+            return tool_call_grammar(body.tools_for_prompt, forced, parallel=body.parallel_tool_calls,
+                                     max_calls=MAX_PARALLEL_CALLS), "tool_choice"
+        except ToolGrammarError as exc:
+            param = "tool_choice" if exc.index is None else f"tools[{exc.index}].function.parameters"
+            raise bad_request(str(exc), param) from None
     if fmt is not None and fmt.type != "text":
         from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
@@ -51,6 +65,17 @@ def sampling_for(body, grammar: str | None, index: int) -> SamplingParams:
         seed=None if body.seed is None else body.seed + index,
         max_tokens=body.limit, stop=body.stops, ignore_eos=body.ignore_eos, grammar=grammar,
         logit_bias=body.bias_pairs)
+
+
+def chat_message(m) -> dict:
+    """A request message as the engine takes it: role, content, and tool calls or the id of
+    the call a tool message answers (OpenAI's shape; the chat template adapts it)."""
+    out = {"role": m.role, "content": m.model_dump()["content"] or ""}
+    if m.tool_calls:
+        out["tool_calls"] = [c.model_dump() for c in m.tool_calls]
+    if m.tool_call_id is not None:
+        out["tool_call_id"] = m.tool_call_id
+    return out
 
 
 def _param_of(message: str, grammar_param: str | None, prompt_param: str) -> str:
@@ -93,15 +118,15 @@ class Job:
         body = self.body
         grammar, grammar_param = grammar_for(body)
         if isinstance(body, ChatCompletionRequest):
-            messages = [{"role": m.role, "content": m.model_dump()["content"] or ""} for m in body.messages]
-            prompts, prompt_param = [("messages", messages)], "messages"
+            messages = [chat_message(m) for m in body.messages]
+            prompts, prompt_param, tools = [("messages", messages)], "messages", body.tools_for_prompt
         else:
             prompts = [("prompt_tokens" if isinstance(p, list) else "prompt", p) for p in body.prompts()]
-            prompt_param = "prompt"
+            prompt_param, tools = "prompt", None
         try:
             for kind, prompt in prompts:
                 for i in range(body.n):
-                    req = Request(**{kind: prompt}, sampling=sampling_for(body, grammar, i),
+                    req = Request(**{kind: prompt}, tools=tools, sampling=sampling_for(body, grammar, i),
                                   source=self._source, capture_logprobs=self.logprobs,
                                   draft_max=body.draft_max(self._server_draft_max))
                     self.choices.append(Choice(len(self.choices), prompt if kind != "messages" else None))

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from edge_infer.server.errors import APIError, bad_request
+from edge_infer.server.tool_schemas import Tool, ToolCall, check_tool_choice, check_tool_messages, check_tools
 
 
 # Validators raise APIError (not a ValueError), which pydantic lets through untouched:
@@ -31,6 +32,8 @@ class ChatMessage(_Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Union[str, list[TextPart], None] = None
     name: str | None = None
+    tool_calls: list[ToolCall] | None = None  # assistant: calls it made (content may be null)
+    tool_call_id: str | None = None           # tool: the call this message answers
 
 
 class JSONSchemaFormat(_Body):
@@ -134,15 +137,38 @@ class ChatCompletionRequest(_Sampling):
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
     response_format: ResponseFormat | None = None
-    tools: list[Any] | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Any = None  # "auto" | "none" | "required" | {"type": "function", ...}: tool_schemas
+    parallel_tool_calls: bool = True
+    # The deprecated forms: dropping them silently would leave an agent waiting for calls.
+    functions: list[Any] | None = None
+    function_call: Any = None
+    _tool_choice: str | None = None  # tool_choice once checked: see forced_tool
 
     @model_validator(mode="after")
     def _check(self):
         if self.top_logprobs and not self.logprobs:
             raise bad_request("top_logprobs needs logprobs set to true", "top_logprobs")
-        if self.tools:  # silently dropping tools would leave an agent waiting for calls
-            raise bad_request("tools are not supported by this server", "tools")
+        for old in ("functions", "function_call"):
+            if getattr(self, old) is not None:
+                raise bad_request(f"{old} (deprecated) is not supported; use tools and tool_choice", old)
+        check_tools(self.tools)
+        self._tool_choice = check_tool_choice(self.tool_choice, self.tools)
+        check_tool_messages(self.messages)
         return self
+
+    @property
+    def forced_tool(self) -> str | None:
+        """'required', a function name (tool_choice names one), or None (auto, none, no tools)."""
+        choice = self._tool_choice
+        return None if choice in (None, "auto", "none") else choice
+
+    @property
+    def tools_for_prompt(self) -> list[dict] | None:
+        """The tools as the chat template reads them; none for tool_choice 'none'."""
+        if not self.tools or self._tool_choice == "none":
+            return None
+        return [t.as_dict() for t in self.tools]
 
     @property
     def limit(self) -> int | None:

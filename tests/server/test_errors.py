@@ -25,7 +25,9 @@ def error_of(r: httpx.Response) -> dict:
     ({"messages": Q, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
     ({"messages": Q, "top_logprobs": 3}, "top_logprobs"),
     ({"messages": Q, "response_format": {"type": "xml"}}, "response_format.type"),
-    ({"messages": Q, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ({"messages": Q, "tools": [{"type": "function", "function": {"name": "no spaces"}}]}, "tools[0].function.name"),
+    ({"messages": Q, "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {
+        "type": "function", "function": {"name": "g"}}}, "tool_choice.function.name"),
     ({}, "messages"),
 ])
 def test_bad_fields_name_their_param(served, body, param):

@@ -1,0 +1,110 @@
+"""GBNF that makes a whole reply tool calls (tool_choice "required" or a named function).
+
+Each function's arguments grammar comes from its JSON schema (llama.cpp's converter,
+json_schema_to_gbnf); its rules get a prefix per function so the grammars of several
+functions live in one. The wrapper around the calls is the model family's syntax
+(Hermes / Qwen: `<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>`), a parameter
+so another family can be plugged in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+
+class ToolGrammarError(ValueError):
+    def __init__(self, message: str, index: int | None = None):
+        super().__init__(message)
+        self.index = index  # which of the tools it is about
+
+
+@dataclass(frozen=True)
+class CallWrapper:
+    """A family's call syntax: list_open (call_open NAME name_close ARGS call_close)
+    (separator ...)* list_close. Every part is literal text."""
+    call_open: str
+    name_close: str
+    call_close: str
+    separator: str = "\n"
+    list_open: str = ""
+    list_close: str = ""
+    trigger: str = ""  # text that starts a call (a lazy grammar's trigger)
+
+
+HERMES = CallWrapper(call_open='<tool_call>\n{"name": "', name_close='", "arguments": ',
+                     call_close="}\n</tool_call>", trigger="<tool_call>")
+# Mistral: [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
+MISTRAL = CallWrapper(call_open='{"name": "', name_close='", "arguments": ', call_close="}",
+                      separator=", ", list_open="[TOOL_CALLS][", list_close="]", trigger="[TOOL_CALLS]")
+
+
+def literal(text: str) -> str:
+    """Text as a GBNF string literal."""
+    out = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r") \
+        .replace("\t", "\\t")
+    return f'"{out}"'
+
+
+# A GBNF rule body's pieces: string literals, character classes and <token>s are left as
+# they are; every other word is a rule name.
+_PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|<[^>\s]*>|#[^\n]*|[a-zA-Z0-9_-]+|\s+|.', re.S)
+
+
+def prefixed(gbnf: str, prefix: str) -> tuple[str, str]:
+    """(the grammar with every rule renamed PREFIX-name, the name its root now has)."""
+    rules = []
+    for line in gbnf.strip().splitlines():
+        name, sep, body = line.partition(" ::= ")
+        if not sep:  # json_schema_to_gbnf writes one rule per line
+            raise ValueError(f"unexpected grammar line {line[:80]!r}")
+        rules.append((name.strip(), body))
+    names = {n for n, _ in rules}
+
+    def rename(body: str) -> str:
+        return "".join(f"{prefix}-{p}" if p in names else p for p in _PIECE.findall(body))
+
+    return "\n".join(f"{prefix}-{n} ::= {rename(b)}" for n, b in rules), f"{prefix}-root"
+
+
+def arguments_gbnf(schema: dict) -> str:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return json_schema_to_gbnf(json.dumps(schema))
+
+
+def tool_call_grammar(tools: list[dict], choice: str, wrapper: CallWrapper = HERMES,
+                      parallel: bool = False, max_calls: int | None = None) -> str:
+    """GBNF for a reply made of calls only: one call, or one or more when `parallel`
+    (at most `max_calls`: a small model may repeat its call until max_tokens).
+
+    tools: OpenAI tool dicts ({"type": "function", "function": {"name", "parameters"}}).
+    choice: "required" (any of the tools) or the name of the one function to call.
+    Raises ToolGrammarError (a ValueError) for a choice that forces nothing or a schema the converter can't map.
+    """
+    fns = list(enumerate(t["function"] for t in tools))
+    if choice != "required":
+        fns = [(i, f) for i, f in fns if f["name"] == choice]
+        if not fns:
+            raise ToolGrammarError(f"tool_choice names {choice!r}, which is not among the tools")
+    if not fns:
+        raise ToolGrammarError("tool_choice 'required' needs at least one tool")
+    rules, alts = [], []
+    for i, fn in fns:
+        schema = fn.get("parameters") or {"type": "object", "properties": {}}
+        try:
+            body, root = prefixed(arguments_gbnf(schema), f"fn{i}")
+        except Exception as exc:  # the converter raises assorted errors on schemas it can't map
+            raise ToolGrammarError(f"cannot turn the parameters of {fn['name']!r} into a grammar: {exc}",
+                                   i) from None
+        rules.append(f"fn{i}-call ::= {literal(wrapper.call_open + fn['name'] + wrapper.name_close)} "
+                     f"{root} {literal(wrapper.call_close)}")
+        rules.append(body)
+        alts.append(f"fn{i}-call")
+    more = "*" if max_calls is None else f"{{0,{max_calls - 1}}}"
+    calls = f"call ({literal(wrapper.separator)} call){more}" if parallel and max_calls != 1 else "call"
+    seq = ([literal(wrapper.list_open)] if wrapper.list_open else []) + [calls] + \
+        ([literal(wrapper.list_close)] if wrapper.list_close else [])
+    head = [f"root ::= {' '.join(seq)}", f"call ::= {' | '.join(alts)}"]
+    return "\n".join(head + rules) + "\n"

@@ -1,0 +1,119 @@
+"""The incremental tool-call parser: text deltas in, content / tool-call events out.
+
+Text that could still open a call is held back, never emitted and then retracted; a
+call is emitted once its region is decided. At finish() whatever is still held (a
+partial or malformed call) comes out as content. Whitespace right before a call and
+right after one is dropped, as is trailing whitespace of a reply that made calls.
+"""
+
+from __future__ import annotations
+
+from edge_infer.engine.toolcalls.events import (
+    ContentDelta, IdFactory, ToolCallArgsDelta, ToolCallStart, new_call_id,
+)
+from edge_infer.engine.toolcalls.matchers import Done, Fail, Matcher
+
+
+class ToolCallStream:
+    """Content-only text in (reasoning already split off), events out."""
+
+    def __init__(self, matchers: list[Matcher], id_factory: IdFactory = new_call_id):
+        self.matchers = matchers
+        self.id_factory = id_factory
+        self._buf = ""
+        self._pending: Matcher | None = None
+        self._ws = ""                # trailing whitespace of content, held
+        self._emitted = False        # any content or call out yet
+        self._after_call = False
+        self.n_calls = 0
+        self._done = False
+
+    def feed(self, text: str) -> list:
+        if self._done or not text:
+            return []
+        self._buf += text
+        return self._drain(final=False)
+
+    def finish(self) -> list:
+        if self._done:
+            return []
+        out = self._drain(final=True)
+        if self._buf:
+            out += self._content(self._buf)
+            self._buf = ""
+        if self._ws and not self.n_calls:
+            out.append(ContentDelta(self._ws))
+        self._ws = ""
+        self._done = True
+        return out
+
+    # --- internals -------------------------------------------------------------
+
+    def _drain(self, final: bool) -> list:
+        out: list = []
+        while self._buf:
+            if self._pending is None:
+                at_start = not self._emitted
+                found = [(m.find(self._buf, at_start), k) for k, m in enumerate(self.matchers)]
+                found = [(i, k) for i, k in found if i >= 0]
+                if not found:
+                    hold = 0 if final else max((m.hold(self._buf, at_start) for m in self.matchers),
+                                               default=0)
+                    cut = len(self._buf) - hold
+                    out += self._content(self._buf[:cut])
+                    self._buf = self._buf[cut:]
+                    return out
+                i, k = min(found)
+                # a marker still arriving at or before i, from a matcher that would win, waits
+                waits = [] if final else [
+                    len(self._buf) - h for k2, m in enumerate(self.matchers)
+                    if (h := m.hold(self._buf, at_start)) and
+                    (len(self._buf) - h < i or (len(self._buf) - h == i and k2 < k))]
+                if waits:
+                    cut = min(waits)
+                    out += self._content(self._buf[:cut])
+                    self._buf = self._buf[cut:]
+                    return out
+                out += self._content(self._buf[:i])
+                self._buf = self._buf[i:]
+                self._pending = self.matchers[k]
+            verdict = self._pending.match(self._buf, final)
+            if verdict is None:
+                return out
+            self._pending = None
+            if isinstance(verdict, Done):
+                self._buf = self._buf[verdict.end:]
+                out += self._calls(verdict.calls)
+            else:
+                assert isinstance(verdict, Fail) and verdict.end > 0
+                text, self._buf = self._buf[:verdict.end], self._buf[verdict.end:]
+                out += self._content(text)
+        return out
+
+    def _content(self, text: str) -> list:
+        if self._after_call:
+            text = text.lstrip()
+        if not text:
+            return []
+        self._after_call = False
+        body = text.rstrip()
+        text_ws = text[len(body):]
+        if not body:
+            self._ws += text_ws
+            return []
+        self._emitted = True
+        out = [ContentDelta(self._ws + body)]
+        self._ws = text_ws
+        return out
+
+    def _calls(self, calls) -> list:
+        out = []
+        self._ws = ""
+        for name, args in calls:
+            index = self.n_calls
+            self.n_calls += 1
+            out.append(ToolCallStart(index, self.id_factory(), name))
+            out.append(ToolCallArgsDelta(index, args))
+        self._emitted = True
+        self._after_call = True
+        return out

@@ -206,7 +206,12 @@ class Server:
             start = len(echo[c.index]) if echo else 0
             lps = wire.logprob_entries(c.logprobs, k, text_of, start) if job.logprobs else None
             text = (echo[c.index] if echo else "") + c.text
-            choices.append(wire.whole(c.index, text, c.finish.reason, lps))
+            if job.shaper is not None:  # content / reasoning_content / tool_calls (server.replies)
+                fields, called = job.shaper.whole(text)
+                reason = "tool_calls" if called and c.finish.reason == "stop" else c.finish.reason
+                choices.append(wire.whole_fields(c.index, fields, reason, lps))
+            else:
+                choices.append(wire.whole(c.index, text, c.finish.reason, lps))
         return SafeJSONResponse(wire.response(choices, usage(*job.usage())))
 
     async def _until_done_or_gone(self, request: Request, job: Job) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from edge_infer.engine import (FinishEvent, GrammarError, Request, RequestStream, SamplingParams, TokenEvent,
                                ToolGrammarError, tool_call_grammar, validate_gbnf)
 from edge_infer.server.errors import APIError, bad_request, from_engine
+from edge_infer.server.replies import ReplyShaper
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
 
 
@@ -113,6 +114,8 @@ class Job:
             self.logprobs, self.top_logprobs = body.logprobs is not None, body.logprobs or 0
         self._source = source
         self.on_finish = None  # called with each FinishEvent (metrics)
+        # Chat replies: reasoning and tool calls out of the text (None: plain text).
+        self.shaper = ReplyShaper.for_job(engine, body) if isinstance(body, ChatCompletionRequest) else None
 
     def submit(self) -> None:
         body = self.body

@@ -88,6 +88,17 @@ class ChatWire:
         return {"index": index, "delta": {"content": text} if text else {}, "logprobs": None,
                 "finish_reason": reason}
 
+    def fields(self, index: int, delta: dict, logprobs: list | None) -> dict:
+        """A chunk of a shaped reply: content, reasoning_content or tool_calls (server.replies)."""
+        return {"index": index, "delta": delta,
+                "logprobs": {"content": logprobs, "refusal": None} if logprobs is not None else None,
+                "finish_reason": None}
+
+    def whole_fields(self, index: int, fields: dict, reason: str, logprobs: list | None) -> dict:
+        return {"index": index, "message": {"role": "assistant", **fields, "refusal": None},
+                "logprobs": {"content": logprobs, "refusal": None} if logprobs is not None else None,
+                "finish_reason": reason}
+
     def whole(self, index: int, text: str, reason: str, logprobs: list | None) -> dict:
         return {"index": index, "message": {"role": "assistant", "content": text, "refusal": None},
                 "logprobs": {"content": logprobs, "refusal": None} if logprobs is not None else None,

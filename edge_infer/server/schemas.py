@@ -143,6 +143,10 @@ class ChatCompletionRequest(_Sampling):
     # The deprecated forms: dropping them silently would leave an agent waiting for calls.
     functions: list[Any] | None = None
     function_call: Any = None
+    # A leading <think> block: "auto" (or llama-server's "deepseek") splits it into
+    # reasoning_content, "none" leaves it in content; include_reasoning false drops it.
+    reasoning_format: Literal["auto", "deepseek", "none"] = "auto"
+    include_reasoning: bool = True
     _tool_choice: str | None = None  # tool_choice once checked: see forced_tool
 
     @model_validator(mode="after")

@@ -54,6 +54,7 @@ async def stream_job(job: Job, wire, text_of: TokenText, echo: list[str] | None 
                 yield sse(wire.chunk([wire.delta(c.index, echo[c.index], None)]))
         offsets = [len(e) for e in echo] if echo else [0] * len(job.choices)  # legacy text_offset
         k = job.top_logprobs
+        shaped = [job.shaper.stream() for _ in job.choices] if getattr(job, "shaper", None) else None
         async for i, ev in job.events():
             if isinstance(ev, TokenEvent):
                 lp = None
@@ -62,13 +63,24 @@ async def stream_job(job: Job, wire, text_of: TokenText, echo: list[str] | None 
                     offsets[i] += len(text_of(ev.token).decode("utf-8", "replace"))
                 elif not ev.text:
                     continue  # UTF-8 or a possible stop string still held back
-                yield sse(wire.chunk([wire.delta(i, ev.text, lp)]))
+                if shaped is None:
+                    yield sse(wire.chunk([wire.delta(i, ev.text, lp)]))
+                    continue
+                deltas = shaped[i].feed(ev.text) if ev.text else []
+                for n, d in enumerate(deltas or ([{}] if lp is not None else [])):
+                    yield sse(wire.chunk([wire.fields(i, d, lp if n == 0 else None)]))
                 continue
             err = generation_error(ev)
             if err is not None:
                 yield sse(err.body(), event="error")
                 return
-            yield sse(wire.chunk([wire.closing(i, ev.text, ev.reason)]))
+            if shaped is None:
+                yield sse(wire.chunk([wire.closing(i, ev.text, ev.reason)]))
+                continue
+            for d in (shaped[i].feed(ev.text) if ev.text else []) + shaped[i].finish():
+                yield sse(wire.chunk([wire.fields(i, d, None)]))  # what was held back, decided now
+            reason = "tool_calls" if shaped[i].called and ev.reason == "stop" else ev.reason
+            yield sse(wire.chunk([wire.closing(i, "", reason)]))
         if wire.include_usage:
             yield sse(wire.chunk([], usage(*job.usage())))
         yield DONE

@@ -8,6 +8,7 @@ from textual.containers import Vertical
 from textual.widgets import Label, ListItem, Markdown, Static
 
 from edge_infer.tui.conversations import Conversation, Message
+from edge_infer.tui.widgets.reply_parts import ToolCallCard, reasoning_fold, split_reply
 
 
 def reply_stats(stats: dict | None) -> str:
@@ -24,13 +25,23 @@ def reply_stats(stats: dict | None) -> str:
 
 
 class MessageView(Vertical):
-    def __init__(self, message: Message):
+    """One message; an assistant reply's reasoning and tool calls apart from its answer."""
+
+    def __init__(self, message: Message, parser=None):
         super().__init__(classes=f"message {message.role}")
         self.message = message
+        self.parser = parser  # the tool-call syntax of the model that wrote it (None: Hermes)
 
     def compose(self) -> ComposeResult:
         yield Label("You" if self.message.role == "user" else "Assistant", classes="role")
-        yield Markdown(self.message.content, classes="body")
+        parts = split_reply(self.message.content, self.parser) if self.message.role == "assistant" else None
+        if parts is None:  # plain text: shown as written
+            yield Markdown(self.message.content, classes="body")
+        else:
+            if parts.reasoning is not None:
+                yield reasoning_fold(parts.reasoning)
+            yield Markdown(parts.content, classes="body")
+            yield from (ToolCallCard(call.name, call.arguments_json) for call in parts.tool_calls)
         yield Static(reply_stats(self.message.stats), classes="reply-stats", markup=False)
 
     def set_stats(self, stats: dict) -> None:

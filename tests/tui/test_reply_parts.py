@@ -1,0 +1,170 @@
+"""An assistant reply's parts in the chat: reasoning folded, tool calls as cards, the answer
+as Markdown; streamed through the message view, and re-rendered from a saved message."""
+
+import json
+
+from textual.app import App, ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Collapsible, Markdown, Static
+
+from edge_infer.engine import toolcalls as tc
+from edge_infer.tui.conversations import Message
+from edge_infer.tui.widgets.messages import MessageView
+from edge_infer.tui.widgets.reply_parts import LiveReply, ToolCallCard, parser_for_engine
+
+REPLY = ('<think>The user wants the weather.\nI should call the tool.</think>\n\n'
+         'Let me check the weather in Paris.\n'
+         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>')
+
+
+class Host(App):
+    def __init__(self, *messages: Message):
+        super().__init__()
+        self.messages = messages
+
+    def compose(self) -> ComposeResult:
+        yield VerticalScroll(*(MessageView(m) for m in self.messages), id="messages")
+
+
+def shown(widget) -> str:
+    return str(widget.render())
+
+
+def assert_parts(view: MessageView) -> None:
+    fold = view.query_one(Collapsible)
+    assert fold.title == "Reasoning" and fold.collapsed
+    assert shown(fold.query_one(".reasoning-text", Static)) == "The user wants the weather.\nI should call the tool."
+    card = view.query_one(ToolCallCard)
+    text = shown(card)
+    assert text.splitlines()[0] == "get_weather"
+    assert json.loads(text.partition("\n")[2]) == {"city": "Paris", "unit": "celsius"}
+    assert '"city": "Paris"' in text  # pretty-printed, one key a line
+    answer = view.query_one(".body", Markdown)
+    assert answer.source.strip() == "Let me check the weather in Paris."
+    # Top to bottom: role, reasoning, answer, the call, the stats line.
+    kinds = [type(w).__name__ for w in view.children]
+    assert kinds == ["Label", "Collapsible", "Markdown", "ToolCallCard", "Static"]
+
+
+async def test_a_streamed_reply_shows_reasoning_folded_and_tool_calls_as_cards():
+    message = Message("assistant", "")
+    app = Host(message)
+    async with app.run_test(size=(100, 40)) as pilot:
+        view = app.query_one(MessageView)
+        live = LiveReply(view, tc.parser_named("hermes"))
+        for i in range(0, len(REPLY), 5):  # a fake stream of small text deltas
+            live.feed(REPLY[i:i + 5])
+            if i == 40:  # mid-thought: the fold is there and fills while the model thinks
+                await live.flush()
+                await pilot.pause()
+                assert view.query_one(Collapsible).collapsed
+                assert shown(view.query_one(".reasoning-text")).startswith("The user wants")
+                assert not view.query(ToolCallCard)
+            if i % 20 == 0:
+                await live.flush()
+        await live.finish()
+        await pilot.pause()
+        assert_parts(view)
+        assert message.content == ""  # the view splits; the message (set by the chat) is untouched
+
+
+async def test_a_saved_reply_renders_its_parts_and_keeps_its_raw_text():
+    message = Message("assistant", REPLY)
+    app = Host(Message("user", "Weather in Paris?"), message)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        user, reply = app.query(MessageView)
+        assert not user.query(Collapsible) and not user.query(ToolCallCard)
+        assert_parts(reply)
+        assert message.content == REPLY  # history goes back to the model as written
+
+
+async def test_a_plain_reply_renders_as_before():
+    text = "**DNA** is the molecule that carries genetic instructions.\n\n- one\n- two\n"
+    streamed = Message("assistant", "")
+    app = Host(Message("assistant", text), streamed)
+    async with app.run_test(size=(100, 40)) as pilot:
+        saved, live_view = app.query(MessageView)
+        live = LiveReply(live_view)
+        for i in range(0, len(text), 3):
+            live.feed(text[i:i + 3])
+            await live.flush()
+        await live.finish()
+        await pilot.pause()
+        for view in (saved, live_view):
+            assert [type(w).__name__ for w in view.children] == ["Label", "Markdown", "Static"]
+            assert view.query_one(Markdown).source == text
+
+
+def test_the_parser_follows_the_engines_template():
+    class Template:
+        supports_tools, source = False, "{{ messages }}"
+
+    class Engine:
+        template = Template()
+
+    assert parser_for_engine(None).family == "hermes"
+    assert parser_for_engine(Engine()).family == "hermes"  # no tool support: shown tools Hermes-style
+    Template.supports_tools, Template.source = True, "<tool_call>{{ tools }}</tool_call>"
+    assert parser_for_engine(Engine()).family == "hermes"
+
+
+class FakeStream:
+    """An engine stream double: the reply as small text deltas, then the finish."""
+
+    def __init__(self, text: str):
+        from edge_infer.engine import FinishEvent, RequestStats, TokenEvent
+
+        self.events = [TokenEvent(i, text[i:i + 4]) for i in range(0, len(text), 4)]
+        self.events.append(FinishEvent("stop", stats=RequestStats(generated_tokens=len(self.events))))
+
+    def cancel(self):
+        pass
+
+    async def __aiter__(self):
+        for ev in self.events:
+            yield ev
+
+
+class FakeEngine:
+    template = None  # no tool support in its template: Hermes
+
+    def submit(self, request):
+        return FakeStream(REPLY)
+
+
+class FakeLease:
+    name, engine = "fake", FakeEngine()
+
+    def release(self):
+        pass
+
+
+class FakeHost:
+    current = None
+
+    def find(self, model=None):
+        return None
+
+
+async def test_the_chat_streams_a_reply_into_its_parts_and_stores_the_raw_text(tmp_path):
+    from edge_infer.tui.conversations import ConversationStore
+    from edge_infer.tui.widgets.chat import ChatPane
+
+    from .conftest import wait_for
+
+    class ChatApp(App):
+        def compose(self) -> ComposeResult:
+            yield ChatPane(ConversationStore(tmp_path / "conversations"), FakeHost())
+
+    app = ChatApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        chat = app.query_one(ChatPane)
+        chat.add_message(Message("user", "Weather in Paris?"))
+        chat._submit(chat.current, FakeLease())
+        await wait_for(pilot, lambda: chat.stream is None, timeout=10)
+        await pilot.pause()
+        reply = app.query(MessageView).last()
+        assert_parts(reply)
+        assert reply.message.content == REPLY
+        assert [m["content"] for m in chat.current.chat_messages()][-1] == REPLY  # sent back as written

@@ -26,7 +26,7 @@ from edge_infer.engine.postprocess import Outcome
 from edge_infer.engine.prompt import BadRequestError, Prompter
 from edge_infer.engine.prompt_cache import PromptCache
 from edge_infer.engine.runner import KV_FULL, ModelRunner
-from edge_infer.engine.sampling import build_sampler
+from edge_infer.engine.sampling import build_sampler, constrain_to_call
 from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler
 from edge_infer.engine.slot_memory import SlotMemory
 from edge_infer.engine.sequence import Request, Sequence, Status
@@ -332,6 +332,8 @@ class Engine:
             self._fail(seq, outcome.error)
         elif outcome.finish:
             self._finish(seq, outcome.finish, flush=outcome.flush)
+        elif outcome.constrain and not constrain_to_call(self.model, seq):  # a tool call began
+            self._fail(seq, "the tool-call grammar could not be built")
 
     def _fail(self, seq: Sequence, message: str) -> None:
         log.warning("request %s failed: %s", seq.id, message)

@@ -38,6 +38,7 @@ class Outcome:
     finish: str | None = None        # stop | length | error: end the sequence so
     error: str | None = None
     flush: bool = True               # release the text held back (not after a stop string)
+    constrain: bool = False          # a tool call began: switch to params.call_grammar now
 
 
 def postprocess_token(sampled: Sampled, vocab: Vocab, n_ctx_seq: int | None = None) -> Outcome:
@@ -61,4 +62,16 @@ def postprocess_token(sampled: Sampled, vocab: Vocab, n_ctx_seq: int | None = No
     if n_ctx_seq is not None and seq.n_past >= n_ctx_seq:  # no room left to feed this token back
         return Outcome(seq, event, "length")
     seq.next_token = token
+    if p.call_trigger and call_began(seq, vocab.token_to_bytes(token)):
+        return Outcome(seq, event, constrain=True)
     return Outcome(seq, event)
+
+
+def call_began(seq: Sequence, piece: bytes) -> bool:
+    """True once, when the reply's text ends with params.call_trigger plus only whitespace."""
+    trigger = seq.params.call_trigger
+    if not trigger or seq.params.grammar:
+        return False
+    seq.call_window = (seq.call_window + piece.decode("utf-8", "replace"))[-(len(trigger) + 16):]
+    _, found, rest = seq.call_window.rpartition(trigger)
+    return bool(found) and not rest.strip()

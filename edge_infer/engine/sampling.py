@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import llama_cpp
@@ -33,6 +33,10 @@ class SamplingParams:
     stop: tuple[str, ...] = field(default_factory=tuple)
     ignore_eos: bool = False      # benchmarks: always generate max_tokens
     grammar: str | None = None    # GBNF; constrains output (JSON mode)
+    # Tool calls under tool_choice "auto": once the reply writes call_trigger (then nothing but
+    # whitespace), the rest of it is constrained by call_grammar (engine/tool_grammar.py).
+    call_trigger: str | None = None
+    call_grammar: str | None = None
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, added to its logit)
 
     def __post_init__(self):
@@ -106,11 +110,12 @@ def _logit_bias(model: LlamaModel, pairs: tuple[tuple[int, float], ...]):
 
 
 def build_sampler(model: LlamaModel, p: SamplingParams) -> SamplerChain:
-    if p.grammar:
-        try:  # llama.cpp hangs or aborts on some grammars instead of refusing them
-            _check_tokens(model, _check_grammar(p.grammar))
-        except GrammarError as exc:
-            raise ValueError(f"invalid grammar: {exc}") from None
+    for g in (p.grammar, p.call_grammar):  # the call grammar too: it is switched to mid-reply
+        if g:
+            try:  # llama.cpp hangs or aborts on some grammars instead of refusing them
+                _check_tokens(model, _check_grammar(g))
+            except GrammarError as exc:
+                raise ValueError(f"invalid grammar: {exc}") from None
     bias = _logit_bias(model, p.logit_bias)
     chain = SamplerChain()
     if bias is not None:
@@ -138,3 +143,16 @@ def build_sampler(model: LlamaModel, p: SamplingParams) -> SamplerChain:
     seed = p.seed if p.seed is not None else int.from_bytes(os.urandom(4), "little")
     chain.add(llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
     return chain
+
+
+def constrain_to_call(model: LlamaModel, seq) -> bool:
+    """A tool call began (params.call_trigger): from the next token on, the sequence samples
+    under params.call_grammar, so the call's arguments parse and follow their schema."""
+    params = replace(seq.params, grammar=seq.params.call_grammar, call_trigger=None)
+    try:
+        sampler = build_sampler(model, params)
+    except ValueError:
+        return False
+    seq.sampler.close()
+    seq.sampler, seq.params = sampler, params
+    return True

@@ -53,6 +53,7 @@ class Sequence:
         self.abandoned = False               # ended by the watchdog while the engine was stuck
         self.utf8 = Utf8Stream()
         self.stops = StopMatcher(self.params.stop)
+        self.call_window = ""                # the text's tail, watched for params.call_trigger
         self.stats = RequestStats(prompt_tokens=len(prompt_tokens), queued_at=time.perf_counter())
         self.deadline = float("inf")          # perf_counter() time after which it is ended
         # Preempted when the KV pool ran out: it lost its cells and waits to be resumed. The

@@ -42,7 +42,8 @@ class Speculation:
     def draft_max_for(self, request: Request) -> int:
         """Drafted tokens per step: the request's choice or the server's; 0 for forced tokens
         and where speculation cannot run."""
-        if request.forced_tokens is not None or not self.supported:
+        # Not with a tool-call trigger either: its sampler changes at a token nobody drafted for.
+        if request.forced_tokens is not None or not self.supported or request.sampling.call_trigger:
             return 0
         n = self.default_max if request.draft_max is None else request.draft_max
         return max(0, min(n, MAX_DRAFT))

@@ -108,3 +108,26 @@ def tool_call_grammar(tools: list[dict], choice: str, wrapper: CallWrapper = HER
         ([literal(wrapper.list_close)] if wrapper.list_close else [])
     head = [f"root ::= {' '.join(seq)}", f"call ::= {' | '.join(alts)}"]
     return "\n".join(head + rules) + "\n"
+
+
+def tool_call_continuation(tools: list[dict], wrapper: CallWrapper = HERMES, parallel: bool = True,
+                           max_calls: int | None = None) -> str:
+    """GBNF for what follows `wrapper.trigger` once a reply has written it (tool_choice
+    "auto"): the rest of that call, then only more calls. Whitespace may come first (a
+    token can end the trigger with a newline already)."""
+    full = tool_call_grammar(tools, "required", wrapper, parallel=parallel, max_calls=max_calls)
+    if not wrapper.trigger or not wrapper.call_open.startswith(wrapper.trigger) or wrapper.list_open:
+        raise ToolGrammarError(f"the wrapper's trigger {wrapper.trigger!r} does not open its calls")
+    rest = wrapper.call_open[len(wrapper.trigger):].lstrip()
+    firsts = []
+    for line in full.splitlines():  # every fn{i}-call rule, without the trigger in front
+        m = re.match(r'^(fn\d+)-call ::= "((?:[^"\\]|\\.)*)" (.*)$', line)
+        if m:
+            name_part = m.group(2).replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+            after_open = name_part[len(wrapper.call_open):]  # NAME + name_close
+            firsts.append(f"{m.group(1)}-first ::= {literal(rest + after_open)} {m.group(3)}")
+    head, _, body = full.partition("\n")
+    more = "*" if max_calls is None else f"{{0,{max_calls - 1}}}"
+    tail = f" ({literal(wrapper.separator)} call){more}" if parallel and max_calls != 1 else ""
+    alts = " | ".join(f.split(" ::= ")[0] for f in firsts)
+    return "\n".join([f"root ::= [ \\t\\n]* first{tail}", f"first ::= {alts}", *firsts, body]) + "\n"

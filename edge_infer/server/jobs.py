@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass, field
 
 from edge_infer.engine import (FinishEvent, GrammarError, Request, RequestStream, SamplingParams, TokenEvent,
-                               ToolGrammarError, tool_call_grammar, validate_gbnf)
+                               HERMES, ToolGrammarError, tool_call_continuation, tool_call_grammar,
+                               validate_gbnf)
 from edge_infer.server.errors import APIError, bad_request, from_engine
 from edge_infer.server.replies import ReplyShaper
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
@@ -56,7 +57,26 @@ def grammar_for(body) -> tuple[str | None, str | None]:
     return None, None
 
 
-def sampling_for(body, grammar: str | None, index: int) -> SamplingParams:
+def call_constraint(job_shaper, body) -> dict:
+    """tool_choice "auto" with calls in the Hermes syntax: once the reply opens a call, the
+    rest of it follows the tools' grammar (engine: call_trigger / call_grammar). Other
+    families write their calls freely; a malformed one comes back as content."""
+    parser = getattr(job_shaper, "parser", None)
+    if parser is None or parser.family != "hermes" or body.forced_tool or body.grammar:
+        return {}
+    fmt = getattr(body, "response_format", None)
+    if fmt is not None and fmt.type != "text":
+        return {}
+    try:
+        grammar = tool_call_continuation(body.tools_for_prompt, HERMES, parallel=body.parallel_tool_calls,
+                                         max_calls=MAX_PARALLEL_CALLS)
+    except ToolGrammarError as exc:
+        param = "tool_choice" if exc.index is None else f"tools[{exc.index}].function.parameters"
+        raise bad_request(str(exc), param) from None
+    return {"call_trigger": HERMES.trigger, "call_grammar": grammar}
+
+
+def sampling_for(body, grammar: str | None, index: int, **call) -> SamplingParams:
     temperature = 0.0 if body.top_p == 0 else body.temperature  # top_p 0: only the top token
     return SamplingParams(
         temperature=temperature, top_k=body.top_k, top_p=body.top_p or 1.0, min_p=body.min_p,
@@ -65,7 +85,7 @@ def sampling_for(body, grammar: str | None, index: int) -> SamplingParams:
         # Choices of one call must differ, yet a seeded call must repeat exactly.
         seed=None if body.seed is None else body.seed + index,
         max_tokens=body.limit, stop=body.stops, ignore_eos=body.ignore_eos, grammar=grammar,
-        logit_bias=body.bias_pairs)
+        logit_bias=body.bias_pairs, **call)
 
 
 def chat_message(m) -> dict:
@@ -120,6 +140,7 @@ class Job:
     def submit(self) -> None:
         body = self.body
         grammar, grammar_param = grammar_for(body)
+        call = call_constraint(self.shaper, body) if self.shaper is not None else {}
         if isinstance(body, ChatCompletionRequest):
             messages = [chat_message(m) for m in body.messages]
             prompts, prompt_param, tools = [("messages", messages)], "messages", body.tools_for_prompt
@@ -129,7 +150,7 @@ class Job:
         try:
             for kind, prompt in prompts:
                 for i in range(body.n):
-                    req = Request(**{kind: prompt}, tools=tools, sampling=sampling_for(body, grammar, i),
+                    req = Request(**{kind: prompt}, tools=tools, sampling=sampling_for(body, grammar, i, **call),
                                   source=self._source, capture_logprobs=self.logprobs,
                                   draft_max=body.draft_max(self._server_draft_max))
                     self.choices.append(Choice(len(self.choices), prompt if kind != "messages" else None))

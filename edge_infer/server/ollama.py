@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from edge_infer.gguf.info import read_model_info
 from edge_infer.host import ModelNotLoadedError
-from edge_infer.server import ollama_wire as wire
+from edge_infer.server import ollama_tools, ollama_wire as wire
 from edge_infer.server.errors import APIError, SafeJSONResponse, from_engine
 from edge_infer.server.jobs import Job
 from edge_infer.server.leases import host_error, keep_alive_of
@@ -29,7 +29,9 @@ from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, 
 
 
 def error_response(exc: APIError) -> Response:
-    return SafeJSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+    """Ollama's errors are a message alone: it names the field at fault."""
+    msg = exc.message if not exc.param or exc.param in exc.message else f"{exc.message} (field '{exc.param}')"
+    return SafeJSONResponse({"error": msg}, status_code=exc.status, headers=exc.headers)
 
 
 class OllamaAPI:
@@ -138,8 +140,9 @@ class OllamaAPI:
         out = wire.ChatWire(body.model)
         if not body.messages:
             return await self._load_only(body.model, body.keep_alive, out)
-        messages = [{"role": m.role, "content": m.content or ""} for m in body.messages]
-        return await self._generate(request, body, ChatCompletionRequest, {"messages": messages}, out, started)
+        fields = {"messages": ollama_tools.chat_messages(body.messages), "tools": body.tools,
+                  "tool_choice": body.tool_choice, "reasoning_format": "none" if body.think is False else "auto"}
+        return await self._generate(request, body, ChatCompletionRequest, fields, out, started)
 
     async def _load_only(self, model: str, keep_alive, out: wire.GenerateWire) -> Response:
         """No prompt: load the model (keep_alive 0: unload it), as Ollama does."""
@@ -177,7 +180,7 @@ class OllamaAPI:
         if not num_ctx or loaded is None or num_ctx >= loaded:
             return
         try:
-            prompt = (engine.tokenize_messages(fields["messages"]) if "messages" in fields
+            prompt = (engine.tokenize_messages(fields["messages"], ours.tools_for_prompt) if "messages" in fields
                       else engine.tokenize(fields["prompt"]))
         except Exception:
             return  # Job.submit reports the same problem with its own message
@@ -196,18 +199,23 @@ class OllamaAPI:
         def counters(stats) -> dict:
             return wire.timings(stats, started, load_s)
 
+        shaped = isinstance(out, wire.ChatWire) and job.shaper is not None  # thinking, tool_calls
         if ours.stream:
             def closed():
                 srv._closed(job)
                 lease.release()
-            return NDJSONResponse(stream_lines(job, out, counters), on_close=closed)
+            lines = (ollama_tools.stream_chat_lines if shaped else stream_lines)(job, out, counters)
+            return NDJSONResponse(lines, on_close=closed)
         try:
             if not await srv._until_done_or_gone(request, job):
                 return Response(status_code=499)  # nobody is listening
         finally:
             lease.release()
         c = job.choices[0]
-        return SafeJSONResponse(out.done(c.text, c.finish.reason, counters(c.finish.stats)))
+        done = out.done(c.text, c.finish.reason, counters(c.finish.stats))
+        if shaped:
+            done["message"] = ollama_tools.message(job.shaper.whole(c.text)[0])
+        return SafeJSONResponse(done)
 
     # ---- embeddings --------------------------------------------------------------------
     async def embed(self, request: Request) -> Response:

@@ -53,7 +53,7 @@ class _Generating(_Body):
     options: Options | None = None
     stream: bool = True
     keep_alive: KeepAlive = None
-    think: Union[bool, str, None] = None  # accepted and ignored (no thinking models' split)
+    think: Union[bool, str, None] = None  # chat: false leaves a <think> block in content
     logprobs: bool = False
 
 
@@ -71,11 +71,15 @@ class Message(_Body):
     role: str
     content: str | None = None
     images: list[str] | None = None
+    thinking: str | None = None  # an earlier reply's; not shown to the model again
+    tool_calls: list[Any] | None = None  # [{"function": {"name", "arguments": {...}}}]: ollama_tools
+    tool_name: str | None = None  # a tool message: the function whose result it is
 
 
 class ChatBody(_Generating):
     messages: list[Message] | None = None
-    tools: list[Any] | None = None
+    tools: list[Any] | None = None  # OpenAI's shape, checked by our schema
+    tool_choice: Any = None  # an edge-infer extension (Ollama has none): OpenAI's tool_choice
 
 
 class EmbedBody(_Body):
@@ -113,8 +117,6 @@ def refuse_unsupported(body: _Generating) -> None:
         if body.images:
             raise bad_request("images are not supported: the models served here are text-only", "images")
     else:
-        if body.tools:
-            raise bad_request("tools are not supported by this server", "tools")
         for i, m in enumerate(body.messages or ()):
             if m.images:
                 raise bad_request("images are not supported: the models served here are text-only",

@@ -147,3 +147,19 @@ def test_think_blocks_become_reasoning_content(client):
     assert kept.message.content == text and "reasoning_content" not in (kept.message.model_extra or {})
     dropped = grammar_reply(client, text, False, tools=None, include_reasoning=False).choices[0]
     assert dropped.message.content == "It is sunny." and "reasoning_content" not in (dropped.message.model_extra or {})
+
+
+def test_under_auto_a_call_once_begun_follows_its_schema(client):
+    """tool_choice auto, Hermes syntax: the reply may talk or call; once it writes
+    <tool_call> the rest is grammar-constrained, so no call comes back malformed."""
+    calls = 0
+    for i, city in enumerate(CITIES[:8]):
+        out = client.chat.completions.create(
+            model="smollm2", tools=[WEATHER], max_tokens=80, temperature=0.7, seed=i,
+            messages=[{"role": "user", "content": f"Use the get_weather tool to get the weather in {city}."}])
+        message = out.choices[0].message
+        assert "<tool_call>" not in (message.content or "")          # every call that began parsed
+        for call in message.tool_calls or ():
+            jsonschema.validate(json.loads(call.function.arguments), WEATHER["function"]["parameters"])
+            calls += 1
+    assert calls >= 1

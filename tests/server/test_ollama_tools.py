@@ -15,29 +15,14 @@ from edge_infer.server.ollama_wire import Message
 
 ollama = pytest.importorskip("ollama")
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather for a city",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "minLength": 1, "maxLength": 40},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-        "required": ["city", "unit"], "additionalProperties": False}}}
+from tests.server.test_ollama import client, live  # noqa: F401,E402  (the same server and client fixtures)
+from tests.server.test_tool_calls import WEATHER  # noqa: E402
 ASK = [{"role": "user", "content": "What is the weather in Oslo?"}]
 GREEDY = {"temperature": 0, "seed": 7, "num_predict": 60}
 OSLO = {"city": "Oslo", "unit": "celsius"}
 HISTORY = ASK + [{"role": "assistant", "content": "",
                   "tool_calls": [{"function": {"name": "get_weather", "arguments": OSLO}}]},
                  {"role": "tool", "content": '{"temperature": 3, "sky": "snow"}', "tool_name": "get_weather"}]
-
-
-@pytest.fixture(scope="module")
-def live(make_served):
-    return make_served()
-
-
-@pytest.fixture
-def client(live):
-    with ollama.Client(host=live.url) as c:
-        yield c
 
 
 def test_tools_are_accepted_and_answered(client):

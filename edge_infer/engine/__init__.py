@@ -6,8 +6,8 @@ from edge_infer.engine.sequence import Request
 from edge_infer.engine.stats import EngineSnapshot, RequestStats
 from edge_infer.engine.stream import Completion, FinishEvent, RequestStream, TokenEvent
 from edge_infer.engine import toolcalls  # noqa: F401  tool-call parsers: toolcalls.parser_for(...)
-from edge_infer.engine.tool_grammar import (HERMES, CallWrapper, ToolGrammarError, tool_call_continuation,
-                                            tool_call_grammar)
+from edge_infer.engine.tool_grammar import (HERMES, WRAPPERS, CallWrapper, ToolGrammarError,
+                                            tool_call_continuation, tool_call_grammar)
 from edge_infer.engine.tool_prompt import template_supports_tools
 
 
@@ -24,5 +24,5 @@ def __getattr__(name):
 
 __all__ = ["Engine", "BadRequestError", "quantize_file", "Request", "SamplingParams", "Completion",
            "FinishEvent", "RequestStream", "TokenEvent", "GrammarError", "validate_gbnf",
-           "EngineSnapshot", "RequestStats", "tool_call_grammar", "tool_call_continuation", "CallWrapper", "HERMES", "ToolGrammarError",
-           "template_supports_tools"]
+           "EngineSnapshot", "RequestStats", "tool_call_grammar", "tool_call_continuation", "CallWrapper",
+           "HERMES", "WRAPPERS", "ToolGrammarError", "template_supports_tools"]

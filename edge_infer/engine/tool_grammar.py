@@ -40,6 +40,12 @@ MISTRAL = CallWrapper(call_open='{"name": "', name_close='", "arguments": ', cal
                       separator=", ", list_open="[TOOL_CALLS][", list_close="]", trigger="[TOOL_CALLS]")
 
 
+# Llama 3.x JSON calls: {"name": ..., "parameters": {...}}; the call's own opening is its trigger.
+LLAMA3 = CallWrapper(call_open='{"name": "', name_close='", "parameters": ', call_close="}",
+                     separator="; ", trigger='{"name": "')
+WRAPPERS = {"hermes": HERMES, "mistral": MISTRAL, "llama3": LLAMA3}  # parser family -> call syntax
+
+
 def literal(text: str) -> str:
     """Text as a GBNF string literal."""
     out = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r") \
@@ -116,9 +122,10 @@ def tool_call_continuation(tools: list[dict], wrapper: CallWrapper = HERMES, par
     "auto"): the rest of that call, then only more calls. Whitespace may come first (a
     token can end the trigger with a newline already)."""
     full = tool_call_grammar(tools, "required", wrapper, parallel=parallel, max_calls=max_calls)
-    if not wrapper.trigger or not wrapper.call_open.startswith(wrapper.trigger) or wrapper.list_open:
+    opening = wrapper.list_open + wrapper.call_open  # what the first call starts with
+    if not wrapper.trigger or not opening.startswith(wrapper.trigger):
         raise ToolGrammarError(f"the wrapper's trigger {wrapper.trigger!r} does not open its calls")
-    rest = wrapper.call_open[len(wrapper.trigger):].lstrip()
+    rest = opening[len(wrapper.trigger):].lstrip()
     firsts = []
     for line in full.splitlines():  # every fn{i}-call rule, without the trigger in front
         m = re.match(r'^(fn\d+)-call ::= "((?:[^"\\]|\\.)*)" (.*)$', line)
@@ -129,5 +136,11 @@ def tool_call_continuation(tools: list[dict], wrapper: CallWrapper = HERMES, par
     head, _, body = full.partition("\n")
     more = "*" if max_calls is None else f"{{0,{max_calls - 1}}}"
     tail = f" ({literal(wrapper.separator)} call){more}" if parallel and max_calls != 1 else ""
+    close = f" {literal(wrapper.list_close)}" if wrapper.list_close else ""
+    if not tail:  # one call only: the whole-call rules would be unreachable
+        body = "\n".join(r for r in body.splitlines() if not re.match(r"^(call|fn\d+-call) ::= ", r))
     alts = " | ".join(f.split(" ::= ")[0] for f in firsts)
-    return "\n".join([f"root ::= [ \\t\\n]* first{tail}", f"first ::= {alts}", *firsts, body]) + "\n"
+    # Whitespace may lead only where the trigger ends between tokens of the syntax, not
+    # inside a string (Llama 3's trigger ends at the name's opening quote).
+    lead = "[ \\t\\n]* " if opening[len(wrapper.trigger):] else ""
+    return "\n".join([f"root ::= {lead}first{tail}{close}", f"first ::= {alts}", *firsts, body]) + "\n"

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 
 from edge_infer.engine import (FinishEvent, GrammarError, Request, RequestStream, SamplingParams, TokenEvent,
-                               HERMES, ToolGrammarError, tool_call_continuation, tool_call_grammar,
+                               WRAPPERS, ToolGrammarError, tool_call_continuation, tool_call_grammar,
                                validate_gbnf)
 from edge_infer.server.errors import APIError, bad_request, from_engine
 from edge_infer.server.replies import ReplyShaper
@@ -58,22 +58,23 @@ def grammar_for(body) -> tuple[str | None, str | None]:
 
 
 def call_constraint(job_shaper, body) -> dict:
-    """tool_choice "auto" with calls in the Hermes syntax: once the reply opens a call, the
-    rest of it follows the tools' grammar (engine: call_trigger / call_grammar). Other
-    families write their calls freely; a malformed one comes back as content."""
+    """tool_choice "auto" in the Hermes, Mistral or Llama 3 JSON syntax: once the reply opens
+    a call, the rest of it follows the tools' grammar (engine: call_trigger / call_grammar).
+    FunctionGemma and Gemma tool_code calls are written freely; a malformed one is content."""
     parser = getattr(job_shaper, "parser", None)
-    if parser is None or parser.family != "hermes" or body.forced_tool or body.grammar:
+    wrapper = WRAPPERS.get(getattr(parser, "family", None))
+    if wrapper is None or body.forced_tool or body.grammar:
         return {}
     fmt = getattr(body, "response_format", None)
     if fmt is not None and fmt.type != "text":
         return {}
     try:
-        grammar = tool_call_continuation(body.tools_for_prompt, HERMES, parallel=body.parallel_tool_calls,
+        grammar = tool_call_continuation(body.tools_for_prompt, wrapper, parallel=body.parallel_tool_calls,
                                          max_calls=MAX_PARALLEL_CALLS)
     except ToolGrammarError as exc:
         param = "tool_choice" if exc.index is None else f"tools[{exc.index}].function.parameters"
         raise bad_request(str(exc), param) from None
-    return {"call_trigger": HERMES.trigger, "call_grammar": grammar}
+    return {"call_trigger": wrapper.trigger, "call_grammar": grammar}
 
 
 def sampling_for(body, grammar: str | None, index: int, **call) -> SamplingParams:

@@ -50,3 +50,36 @@ def test_the_trigger_fires_once_the_text_ends_with_it_and_whitespace():
     assert [call_began(s, p) for p in (b"<tool_call>{", b'"')] == [False, False]  # text after it: not at a boundary
     assert not call_began(seq(None), b"<tool_call>")
     assert not call_began(seq("<tool_call>", grammar="root ::= x"), b"<tool_call>")  # already constrained
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                     "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"], "additionalProperties": False}}}
+
+
+@pytest.mark.parametrize("family", ["hermes", "mistral", "llama3"])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_what_a_continuation_grammar_lets_the_model_write_its_family_parses(make_engine, family, parallel):
+    """The trigger, then whatever the continuation grammar allows the real model to write:
+    the family's parser finds the calls and their arguments follow the schema."""
+    import json
+
+    import jsonschema
+
+    from edge_infer.engine import WRAPPERS, tool_call_continuation, toolcalls
+    from edge_infer.engine.grammar_check import validate_gbnf
+    from edge_infer.engine.tool_grammar import literal
+
+    wrapper = WRAPPERS[family]
+    rest = tool_call_continuation([WEATHER], wrapper, parallel=parallel, max_calls=3)
+    validate_gbnf(rest)
+    whole = rest.replace("root ::= ", f"root ::= {literal(wrapper.trigger)} ", 1)
+    prompt = "<|im_start|>user\nWhat is the weather in Oslo?<|im_end|>\n<|im_start|>assistant\n"
+    text = make_engine().generate(Request(prompt=prompt, sampling=SamplingParams(
+        temperature=0.8, seed=3, max_tokens=120, grammar=whole))).text
+    reply = toolcalls.parser_named(family).parse(text)
+    assert reply.tool_calls, text
+    for call in reply.tool_calls:
+        assert call.name == "get_weather"
+        jsonschema.validate(json.loads(call.arguments_json), WEATHER["function"]["parameters"])

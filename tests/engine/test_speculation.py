@@ -21,9 +21,13 @@ PLAIN = "<|im_start|>user\nWrite a short poem about autumn.<|im_end|>\n<|im_star
 
 
 def steady(engine):
-    """How far to draft follows the measured step cost, and a slow or busy machine (CI) can
-    make drafting look unprofitable: the cost model's prior keeps these tests about output."""
-    engine.scheduler.step_cost.observe = lambda n_tokens, seconds: None
+    """How far to draft follows the measured step cost (engine/step_cost.py): with a fitted
+    fixed cost per step small against a token's, drafting at 4 sequences does not pay and
+    is skipped, which depends on how busy the machine is. These tests are about the output
+    of drafting, so the cost model is fixed where drafting pays (fixed cost 20 tokens')."""
+    cost = engine.scheduler.step_cost
+    cost.observe = lambda n_tokens, seconds: None
+    cost.ratio = lambda: 20.0
     return engine
 
 

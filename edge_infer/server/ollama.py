@@ -259,10 +259,17 @@ class OllamaAPI:
         def route(path: str, handler, method: str) -> Route:
             return Route(path, counted(path, ollama_errors(self.srv, handler)), methods=[method])
 
-        return [route("/api/version", self.version, "GET"), route("/api/tags", self.tags, "GET"),
+        # GET / and HEAD /: Ollama's liveness probe (its CLI and some UIs check it before
+        # anything else); the same words, so such clients see a server. No key needed.
+        alive = Route("/", counted("/", _alive), methods=["GET", "HEAD"])
+        return [alive, route("/api/version", self.version, "GET"), route("/api/tags", self.tags, "GET"),
                 route("/api/ps", self.ps, "GET"), route("/api/show", self.show, "POST"),
                 route("/api/generate", self.generate, "POST"), route("/api/chat", self.chat, "POST"),
                 route("/api/embed", self.embed, "POST"), route("/api/embeddings", self.embeddings, "POST")]
+
+
+async def _alive(request: Request) -> Response:
+    return Response("Ollama is running", media_type="text/plain")
 
 
 def _truncated(engine, inputs: list[str]) -> list[str | list[int]]:

@@ -258,3 +258,11 @@ def test_an_api_key_guards_the_ollama_routes_too(make_served):
     with ollama.Client(host=guarded.url, headers={"Authorization": "Bearer sekrit"}) as c:
         assert [m.model for m in c.list().models] == ["smollm2"]
         assert c.generate(model="smollm2", prompt="Hi", options={"num_predict": 2}).eval_count > 0
+
+
+def test_the_root_answers_as_ollama_does_for_liveness_probes(live):
+    import httpx
+
+    r = httpx.get(live.url + "/")
+    assert r.status_code == 200 and r.text == "Ollama is running"
+    assert httpx.head(live.url + "/").status_code == 200

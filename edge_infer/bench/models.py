@@ -16,17 +16,15 @@ import time
 import httpx
 import psutil
 
-from edge_infer.bench.http import ServerProcess, Target, free_port, prompts, stream_chat
+from edge_infer.bench.http import ServerProcess, Target, prompts, stream_chat
 from edge_infer.bench.workload import summarize
 
 
 def serve(first: str, threads: int, ctx: int, parallel: int, *flags: str) -> ServerProcess:
-    import sys
+    """`edge-infer serve FIRST` in its own process (the other models load on request)."""
+    from edge_infer.bench.memory import edge_infer
 
-    port = free_port()
-    argv = [sys.executable, "-m", "edge_infer", "serve", first, "--port", str(port), "--threads", str(threads),
-            "--ctx", str(ctx), "--parallel", str(parallel), *flags]
-    return ServerProcess("edge-infer " + " ".join(flags), argv, port)
+    return edge_infer(first, threads, ctx, parallel, *flags)
 
 
 def state_of(target: Target, model: str) -> str:

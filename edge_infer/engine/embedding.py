@@ -139,12 +139,15 @@ class Embedder:
     def can_rerank(self) -> bool:
         return self.pooling == RANK
 
-    def embed(self, inputs: list, normalize: bool = True) -> tuple[list[list[float]], int]:
+    def embed(self, inputs: list, normalize: bool = True,
+              dimensions: int | None = None) -> tuple[list[list[float]], int]:
         if self.can_rerank:
             raise BadRequestError("this model is a reranker (rank pooling): it scores query-document "
                                   "pairs, use rerank")
         seqs = self._tokens_of(inputs)
         vectors = self._run(seqs)
+        if dimensions is not None:  # OpenAI's shortened vectors: cut, then (normalized) unit length again
+            vectors = vectors[:, :dimensions]
         if normalize:
             vectors = l2_normalize(vectors)
         return vectors.tolist(), sum(map(len, seqs))

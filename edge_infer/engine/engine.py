@@ -107,9 +107,9 @@ class Engine:
     def tokenize(self, text: str) -> list[int]:
         return self.prompts.tokenize(text)
 
-    def embed(self, inputs: list[str | list[int]], *, normalize: bool = True) -> tuple[list[list[float]], int]:
-        """(one vector per input, prompt tokens). Blocks the caller; one call at a time, beside generation."""
-        return self.embedder.embed(inputs, normalize)
+    def embed(self, inputs: list[str | list[int]], *, normalize: bool = True, dimensions: int | None = None):
+        """(a vector per input, cut to `dimensions`; prompt tokens). Blocks; beside generation."""
+        return self.embedder.embed(inputs, normalize, dimensions)
 
     def rerank(self, query: str, documents: list[str]) -> tuple[list[float], int]:
         """(a relevance score per document, prompt tokens), for a model with rank pooling (can_rerank)."""

@@ -25,12 +25,10 @@ from edge_infer.host.errors import HostBusyError, ModelDoesNotFitError, ModelNot
 from edge_infer.host.keep_alive import FOREVER
 from edge_infer.host.model_config import ModelsConfig
 from edge_infer.host.resident import Lease, Resident
-from edge_infer.host.residency import Budget, Candidate, Footprint, choose_evictions, fits_alone, plan_footprint
+from edge_infer.host.residency import (Budget, Candidate, Footprint, choose_evictions, engine_footprint, fits_alone,
+                                      plan_footprint)
 from edge_infer.host.seams import locate_model, open_engine, unlimited
 from edge_infer.host.sources import Source, find_installed, installed_sources, names_of
-
-
-LoadedModel = Resident  # what loaded() lists (the name the TUI and older code use)
 
 
 class ModelHost:
@@ -82,9 +80,8 @@ class ModelHost:
         path = Path(path or engine.model.path)
         name = name or getattr(engine, "name", None) or path.stem
         settings = getattr(engine, "settings", None) or settings or EngineSettings()
-        plan = getattr(engine, "plan", None)
-        footprint = Footprint(plan.cpu_bytes, plan.gpu_bytes) if plan is not None else Footprint(0)
-        entry = Resident(name, path, settings, footprint, names_of(path, *aliases) - {name},
+        entry = Resident(name, path, settings, engine_footprint(engine, Footprint(0)),
+                         names_of(path, *aliases) - {name},
                          keep_alive=self.keep_alive, engine=engine, loaded_at=time.time())
         with self._cond:
             gone = [m for m in self._models if m.name == name and m.engine is not engine]
@@ -164,9 +161,8 @@ class ModelHost:
             if self._closed:
                 engine.close()
                 raise HostBusyError("the server is shutting down")
-            plan = getattr(engine, "plan", None)
-            if plan is not None:  # the engine's own plan (it applies defaults the template may not)
-                entry.footprint = Footprint(plan.cpu_bytes, plan.gpu_bytes)
+            # The engine's own plan: it applies defaults the template may not.
+            entry.footprint = engine_footprint(engine, entry.footprint)
             entry.engine, entry.loaded_at = engine, time.time()
             entry.load_seconds = time.monotonic() - started
             if self._default is None:
@@ -197,9 +193,7 @@ class ModelHost:
 
     def _release(self, lease: Lease) -> None:
         entry = lease.resident
-        plan = getattr(entry.engine, "plan", None)
-        if plan is not None:  # an embedding context, once used, holds memory the plan did not
-            entry.footprint = Footprint(plan.cpu_bytes + getattr(entry.engine, "embedding_bytes", 0), plan.gpu_bytes)
+        entry.footprint = engine_footprint(entry.engine, entry.footprint)  # an embedding context may have come
         with self._cond:
             entry.active -= 1
             entry.last_used = now = time.monotonic()

@@ -71,6 +71,15 @@ def plan_footprint(path: Path, settings) -> Footprint:
     return Footprint(plan.cpu_bytes, plan.gpu_bytes)
 
 
+def engine_footprint(engine, otherwise: Footprint) -> Footprint:
+    """What a loaded engine holds: its memory plan, plus its embedding context once used
+    (llama.cpp computes every token's logits there); `otherwise` for engines without a plan."""
+    plan = getattr(engine, "plan", None)
+    if plan is None:
+        return otherwise
+    return Footprint(plan.cpu_bytes + getattr(engine, "embedding_bytes", 0), plan.gpu_bytes)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A loaded model as eviction sees it."""

@@ -26,10 +26,13 @@ def installed_sources() -> list[Source]:
     from edge_infer.store.store import ModelStore
 
     store = ModelStore()
+    return _sources(store, store.installed())
+
+
+def _sources(store, installed) -> list[Source]:
     out = []
-    installed = store.installed()
-    for m in installed:
-        chosen = store.find(m.family)
+    for m in installed:  # one reading of the manifests: listing runs every second in the TUI
+        chosen = store.find(m.family, installed)
         name = m.family if chosen is not None and chosen.path == m.path else m.label
         out.append(Source(m.path, name, names_of(m.path, m.label, m.family if name == m.family else "",
                                                    m.name if name == m.family else "", m.path.parent.name),
@@ -44,8 +47,10 @@ def find_installed(spec: str) -> Source | None:
 
     if len(spec) > 512 or "\x00" in spec or looks_like_path(spec):
         return None
-    found = ModelStore().find(spec)
+    store = ModelStore()
+    installed = store.installed()
+    found = store.find(spec, installed)
     if found is None:
         return None
-    return next((s for s in installed_sources() if s.path == found.path),
+    return next((s for s in _sources(store, installed) if s.path == found.path),
                 Source(found.path, found.label, names_of(found.path, found.label), found.size))

@@ -130,8 +130,10 @@ class Server:
     async def model_card(self, request: Request) -> Response:
         self.check_key(request)
         name = request.path_params["model"]
+        loaded = self.host.find(name)  # a loaded model answers to its aliases too
+        wanted = loaded.name if loaded is not None else name
         for m in self.host.listing():
-            if m["name"] == name or (self.host.find(name) and self.host.find(name).name == m["name"]):
+            if m["name"] == wanted:
                 return SafeJSONResponse(self._model_card(m))
         raise APIError(404, str(ModelNotLoadedError(name, self.host.servable_names())), param="model",
                        code="model_not_found")

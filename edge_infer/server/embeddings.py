@@ -60,22 +60,19 @@ class RerankRequest(_Body):
 async def embeddings(srv, request: Request) -> Response:
     srv.check_key(request)
     body = parse(EmbeddingRequest, await srv.read_body(request))
-    lease = await srv.lease(body.model, body.keep_alive)
-    work = None
-    try:
-        engine = lease.engine
+
+    def checked(engine):
         if body.dimensions is not None and body.dimensions > engine.embedding_size:
             raise bad_request(f"dimensions is {body.dimensions} but this model's vectors have "
                               f"{engine.embedding_size}", "dimensions")
-        work = asyncio.ensure_future(asyncio.to_thread(engine.embed, body.inputs()))
-        vectors, n_tokens = await _engine_call(work, "input")
-    finally:
-        _release_after(lease, work)
-    rows = np.asarray(vectors, dtype=np.float32)
-    if body.dimensions is not None and body.dimensions < rows.shape[1]:
-        rows = _renormalized(rows[:, :body.dimensions])  # OpenAI's shortened vectors stay unit length
-    data = [{"object": "embedding", "index": i, "embedding": _encode(row, body.encoding_format)}
-            for i, row in enumerate(rows)]
+
+    lease = await srv.lease(body.model, body.keep_alive)
+    engine = lease.engine
+    vectors, n_tokens = await run_leased(
+        lease, lambda e: e.embed(body.inputs(), dimensions=body.dimensions), "input", checked)
+    data = [{"object": "embedding", "index": i, "embedding": _encode(np.asarray(row, dtype=np.float32),
+                                                                      body.encoding_format)}
+            for i, row in enumerate(vectors)]
     return SafeJSONResponse({"object": "list", "data": data, "model": engine.name,
                              "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}})
 
@@ -83,18 +80,17 @@ async def embeddings(srv, request: Request) -> Response:
 async def rerank(srv, request: Request) -> Response:
     srv.check_key(request)
     body = parse(RerankRequest, await srv.read_body(request))
-    lease = await srv.lease(body.model, body.keep_alive)
-    work = None
-    try:
-        engine = lease.engine
+
+    def checked(engine):
         if not engine.can_rerank:
             raise APIError(400, f"{engine.name} cannot rerank: it has no ranking head (a GGUF with pooling "
                                 "type rank, such as a bge-reranker or jina-reranker)", param="model",
                            code="model_cannot_rerank")
-        work = asyncio.ensure_future(asyncio.to_thread(engine.rerank, body.query, body.documents))
-        scores, n_tokens = await _engine_call(work, "documents")
-    finally:
-        _release_after(lease, work)
+
+    lease = await srv.lease(body.model, body.keep_alive)
+    engine = lease.engine
+    scores, n_tokens = await run_leased(lease, lambda e: e.rerank(body.query, body.documents), "documents",
+                                        checked)
     order = sorted(range(len(scores)), key=lambda i: -scores[i])[:body.top_n]
     results = []
     for i in order:
@@ -106,12 +102,23 @@ async def rerank(srv, request: Request) -> Response:
                              "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}})
 
 
-async def _engine_call(work: asyncio.Future, param: str):
-    """The worker's result; engine refusals become OpenAI-shaped errors naming `param`."""
+async def run_leased(lease, call, param: str, check=None):
+    """call(engine) in a worker thread on a leased model (check(engine) first), its refusals
+    as OpenAI errors naming `param`. The lease lasts until the thread returns, even when
+    the client leaves: a model is never unloaded under a running call."""
+    work = None
     try:
-        return await asyncio.shield(work)  # a client that leaves cancels the wait, not the work
-    except Exception as exc:
-        raise from_engine(exc, param=param) from None
+        if check is not None:
+            check(lease.engine)
+        work = asyncio.ensure_future(asyncio.to_thread(call, lease.engine))
+        try:
+            return await asyncio.shield(work)  # a client that leaves cancels the wait, not the work
+        except APIError:
+            raise
+        except Exception as exc:
+            raise from_engine(exc, param=param) from None
+    finally:
+        _release_after(lease, work)
 
 
 def _release_after(lease, work: asyncio.Future | None) -> None:
@@ -125,11 +132,6 @@ def _release_after(lease, work: asyncio.Future | None) -> None:
             f.exception()  # retrieved: the client is gone, nobody else will read it
         lease.release()
     work.add_done_callback(done)
-
-
-def _renormalized(rows: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return rows / np.where(norms > 0, norms, 1.0)
 
 
 def _encode(row: np.ndarray, encoding_format: str):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-from edge_infer.errors import EdgeInferError, ModelFileError
+from edge_infer.errors import EdgeInferError
 from edge_infer.host import (HostBusyError, KeepAliveError, Lease, ModelDoesNotFitError, ModelHost,
                              ModelNotLoadedError, parse_keep_alive)
 from edge_infer.server.errors import APIError
@@ -32,11 +32,9 @@ def host_error(exc: Exception) -> APIError:
         return APIError(400, str(exc), param="model", code="model_does_not_fit")
     if isinstance(exc, HostBusyError):
         return APIError(503, str(exc), code="model_busy", headers={"Retry-After": "2"})
-    if isinstance(exc, ModelFileError):  # deleted or damaged since it was installed
-        return APIError(500, f"the model could not be loaded: {exc}", param="model", code="model_load_failed")
-    if isinstance(exc, EdgeInferError):
-        return APIError(500, f"the model could not be loaded: {exc}", param="model", code="model_load_failed")
-    return APIError(500, f"the model could not be loaded: {exc}", code="model_load_failed")
+    # Ours (ModelFileError: deleted or damaged since it was installed) name the model; others are bugs.
+    param = "model" if isinstance(exc, EdgeInferError) else None
+    return APIError(500, f"the model could not be loaded: {exc}", param=param, code="model_load_failed")
 
 
 class Leases:

@@ -19,21 +19,36 @@ def line(obj: dict) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "backslashreplace")
 
 
-async def stream_lines(job: Job, out, counters) -> AsyncIterator[bytes]:
-    """A piece per token, then the `done` object with the counters; a failure is an
-    {"error"} line (the ollama client raises it) and the stream ends there."""
+class PlainPieces:
+    """Token text -> the route's piece object, as it comes."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def feed(self, text: str) -> dict | None:
+        return self.out.piece(text) if text else None
+
+    def finish(self, text: str) -> dict | None:
+        return self.feed(text)
+
+
+async def stream_lines(job: Job, out, counters, pieces=None) -> AsyncIterator[bytes]:
+    """A piece per token (`pieces`: how text becomes one; plain text by default), then the
+    `done` object with the counters; a failure is an {"error"} line (the ollama client
+    raises it) and the stream ends there."""
+    pieces = pieces or PlainPieces(out)
     try:
         async for _, ev in job.events():
             if isinstance(ev, TokenEvent):
-                if ev.text:
-                    yield line(out.piece(ev.text))
+                if ev.text and (obj := pieces.feed(ev.text)) is not None:
+                    yield line(obj)
                 continue
             err = generation_error(ev)
             if err is not None:
                 yield line({"error": err.message})
                 return
-            if ev.text:
-                yield line(out.piece(ev.text))
+            if (obj := pieces.finish(ev.text)) is not None:
+                yield line(obj)
             yield line(out.done("", ev.reason, counters(ev.stats)))
     except Exception as exc:  # a bug of ours: still end with a line clients understand
         yield line({"error": f"internal error: {exc}"})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import time
 
@@ -21,7 +20,8 @@ from starlette.routing import Route
 from edge_infer.gguf.info import read_model_info
 from edge_infer.host import ModelNotLoadedError
 from edge_infer.server import ollama_tools, ollama_wire as wire
-from edge_infer.server.errors import APIError, SafeJSONResponse, from_engine
+from edge_infer.server.embeddings import run_leased
+from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.jobs import Job
 from edge_infer.server.leases import host_error, keep_alive_of
 from edge_infer.server.ndjson import NDJSONResponse, stream_lines
@@ -204,7 +204,7 @@ class OllamaAPI:
             def closed():
                 srv._closed(job)
                 lease.release()
-            lines = (ollama_tools.stream_chat_lines if shaped else stream_lines)(job, out, counters)
+            lines = stream_lines(job, out, counters, ollama_tools.ShapedPieces(job, out) if shaped else None)
             return NDJSONResponse(lines, on_close=closed)
         try:
             if not await srv._until_done_or_gone(request, job):
@@ -222,9 +222,8 @@ class OllamaAPI:
         started = time.perf_counter()
         body = parse(wire.EmbedBody, await self.srv.read_body(request))
         inputs = [body.input] if isinstance(body.input, str) else list(body.input)
-        vectors, n, load_s = await self._embed(body.model, body.keep_alive, inputs, True, body.truncate)
-        if body.dimensions:
-            vectors = [_renormed(v[: body.dimensions]) for v in vectors]
+        vectors, n, load_s = await self._embed(body.model, body.keep_alive, inputs, True, body.truncate,
+                                               body.dimensions)
         return SafeJSONResponse({"model": body.model, "embeddings": vectors,
                                  "total_duration": wire.ns(time.perf_counter() - started),
                                  "load_duration": wire.ns(load_s), "prompt_eval_count": n})
@@ -236,23 +235,19 @@ class OllamaAPI:
         vectors, *_ = await self._embed(body.model, body.keep_alive, inputs, False, True)
         return SafeJSONResponse({"embedding": vectors[0] if vectors else []})
 
-    async def _embed(self, model: str, keep_alive, inputs: list[str], normalize: bool, truncate: bool):
+    async def _embed(self, model: str, keep_alive, inputs: list[str], normalize: bool, truncate: bool,
+                     dimensions: int | None = None):
         lease, load_s = await self.lease(self.name_of(model), keep_alive)
-        try:
-            engine = lease.engine
-            if not inputs:  # Ollama loads the model and answers no vectors
-                return [], 0, load_s
-            if truncate:
-                inputs = await asyncio.to_thread(_truncated, engine, inputs)
-            try:
-                vectors, n = await asyncio.to_thread(engine.embed, inputs, normalize=normalize)
-            except APIError:
-                raise
-            except Exception as exc:
-                raise from_engine(exc, "input") from None
-            return vectors, n, load_s
-        finally:
+        if not inputs:  # Ollama loads the model and answers no vectors
             lease.release()
+            return [], 0, load_s
+
+        def embed(engine):
+            return engine.embed(_truncated(engine, inputs) if truncate else inputs, normalize=normalize,
+                                dimensions=dimensions)
+
+        vectors, n = await run_leased(lease, embed, "input")
+        return vectors, n, load_s
 
     # ---- routes ------------------------------------------------------------------------
     def routes(self, counted) -> list[Route]:
@@ -281,11 +276,6 @@ def _truncated(engine, inputs: list[str]) -> list[str | list[int]]:
         tokens = engine.tokenize(text) if limit and len(text.encode("utf-8", "replace")) + 4 > limit else None
         out.append(tokens[:limit] if tokens is not None and len(tokens) > limit else text)
     return out
-
-
-def _renormed(v: list[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in v))
-    return [x / norm for x in v] if norm > 0 else v
 
 
 def ollama_errors(srv, handler):

@@ -11,12 +11,8 @@ arguments. Streamed, a call is sent whole in one line once its arguments are com
 from __future__ import annotations
 
 import json
-from typing import AsyncIterator
 
-from edge_infer.engine import TokenEvent
 from edge_infer.server.errors import bad_request
-from edge_infer.server.jobs import generation_error
-from edge_infer.server.ndjson import line
 
 
 def chat_messages(messages) -> list[dict]:
@@ -132,25 +128,15 @@ def _piece(out, deltas: list[dict], calls: _Calls, final: bool = False) -> dict 
     return obj
 
 
-async def stream_chat_lines(job, out, counters) -> AsyncIterator[bytes]:
-    """ndjson.stream_lines with the reply shaped: content, thinking and whole tool calls."""
-    shaped = job.shaper.stream()
-    calls = _Calls()
-    try:
-        async for _, ev in job.events():
-            if isinstance(ev, TokenEvent):
-                if ev.text and (obj := _piece(out, shaped.feed(ev.text), calls)) is not None:
-                    yield line(obj)
-                continue
-            err = generation_error(ev)
-            if err is not None:
-                yield line({"error": err.message})
-                return
-            deltas = (shaped.feed(ev.text) if ev.text else []) + shaped.finish()
-            if (obj := _piece(out, deltas, calls, final=True)) is not None:
-                yield line(obj)
-            yield line(out.done("", ev.reason, counters(ev.stats)))
-    except Exception as exc:  # a bug of ours: still end with a line clients understand
-        yield line({"error": f"internal error: {exc}"})
-    finally:
-        job.cancel()
+class ShapedPieces:
+    """For ndjson.stream_lines: content, thinking and whole tool calls out of the reply."""
+
+    def __init__(self, job, out):
+        self.out, self.shaped, self.calls = out, job.shaper.stream(), _Calls()
+
+    def feed(self, text: str) -> dict | None:
+        return _piece(self.out, self.shaped.feed(text), self.calls)
+
+    def finish(self, text: str) -> dict | None:
+        deltas = (self.shaped.feed(text) if text else []) + self.shaped.finish()
+        return _piece(self.out, deltas, self.calls, final=True)

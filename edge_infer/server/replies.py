@@ -14,12 +14,7 @@ def parser_for_job(engine, body):
     """The tool-call parser for this request, or None when it has no tools to call."""
     if not getattr(body, "tools_for_prompt", None):
         return None
-    template = getattr(engine, "template", None)
-    # A forced call is generated in the Hermes wrapper (engine.tool_grammar), and a template
-    # without tool support was shown the tools in Hermes style (engine.tool_prompt).
-    if body.forced_tool or template is None or not getattr(template, "supports_tools", False):
-        return tc.parser_named("hermes")
-    return tc.parser_for(template.source, getattr(getattr(engine, "info", None), "architecture", None))
+    return tc.parser_for_engine(engine, forced=bool(body.forced_tool))
 
 
 class ReplyShaper:
@@ -70,9 +65,12 @@ class ChoiceStream:
             self._inner = shaper.parser.stream(starts_in_reasoning=shaper.starts_in_reasoning)
         else:
             self._inner = tc.ReasoningSplitter(shaper.starts_in_reasoning)
+        self._plain = shaper.parser is None
         self.called = False
 
     def feed(self, text: str) -> list[dict]:
+        if self._plain and self._inner.passthrough:  # most tokens of a plain chat: no parsing
+            return [{"content": text}]
         return self._deltas(self._inner.feed(text))
 
     def finish(self) -> list[dict]:

@@ -54,7 +54,7 @@ async def stream_job(job: Job, wire, text_of: TokenText, echo: list[str] | None 
                 yield sse(wire.chunk([wire.delta(c.index, echo[c.index], None)]))
         offsets = [len(e) for e in echo] if echo else [0] * len(job.choices)  # legacy text_offset
         k = job.top_logprobs
-        shaped = [job.shaper.stream() for _ in job.choices] if getattr(job, "shaper", None) else None
+        shaped = [job.shaper.stream() for _ in job.choices] if job.shaper else None
         async for i, ev in job.events():
             if isinstance(ev, TokenEvent):
                 lp = None

@@ -143,13 +143,13 @@ class ModelStore:
             return None
         return model
 
-    def matches(self, spec: str) -> list[InstalledModel]:
+    def matches(self, spec: str, installed: list[InstalledModel] | None = None) -> list[InstalledModel]:
         """Every installed model `spec` names (alias, repo, name, folder or file, with or
-        without :QUANT)."""
+        without :QUANT); `installed`: a listing already read."""
         base, _, quant = spec.partition(":")
         base = base.lower()
         return [
-            m for m in self.installed()
+            m for m in (self.installed() if installed is None else installed)
             if base in {(m.alias or "").lower(), (m.repo or "").lower(), m.name.lower(),
                         m.path.parent.name.lower(), m.file.lower()}
             and (not quant or m.quant.lower() == quant.lower())
@@ -162,9 +162,9 @@ class ModelStore:
         same = [m for m in self.installed() if m.family.lower() == model.family.lower()]
         return sorted(same, key=lambda m: precision_key(m.quant), reverse=True)
 
-    def find(self, spec: str) -> InstalledModel | None:
+    def find(self, spec: str, installed: list[InstalledModel] | None = None) -> InstalledModel | None:
         """Match alias, alias:QUANT, repo, repo:QUANT, model name or folder name."""
-        matches = self.matches(spec)
+        matches = self.matches(spec, installed)
         if not matches:
             return None
         # Several quants of one model and no quant asked for: the catalog default, else newest.

@@ -11,10 +11,11 @@ from edge_infer.engine.toolcalls.events import (
 )
 from edge_infer.engine.toolcalls.reasoning import ReasoningSplitter, opens_in_reasoning
 from edge_infer.engine.toolcalls.registry import (
-    StreamParser, ToolCallParser, families, family_markers, parser_for, parser_named, register,
+    StreamParser, ToolCallParser, families, family_markers, parser_for, parser_for_engine, parser_named,
+    register,
 )
 
 __all__ = ["ContentDelta", "Event", "ParsedReply", "ReasoningDelta", "ReasoningSplitter",
            "StreamParser", "ToolCall", "ToolCallArgsDelta", "ToolCallParser", "ToolCallStart",
            "families", "family_markers", "fold_events", "new_call_id", "opens_in_reasoning",
-           "parser_for", "parser_named", "register"]
+           "parser_for", "parser_for_engine", "parser_named", "register"]

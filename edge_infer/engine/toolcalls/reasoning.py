@@ -34,6 +34,12 @@ class ReasoningSplitter:
         self._lead = ""              # leading whitespace, held: it may precede <think>
         self._done = False
 
+    @property
+    def passthrough(self) -> bool:
+        """Past the reply's head: content is out and nothing is held, so all text from now
+        on is content as it comes (a caller on a hot path may skip feed())."""
+        return self._content_out and not self.in_reasoning and not self._buf and not self._done
+
     def feed(self, text: str) -> list:
         if self._done:
             return []

@@ -110,6 +110,17 @@ def parser_for(chat_template: str | None, architecture: str | None = None) -> To
     return _FALLBACK["generic"]()
 
 
+def parser_for_engine(engine, forced: bool = False) -> ToolCallParser:
+    """The syntax a loaded model writes its calls in: its template's family, or Hermes where
+    its template has no tool support (the tools were shown to it Hermes-style, see
+    engine/tool_prompt.py), where a call is forced (the grammar writes the Hermes wrapper),
+    or where there is no engine (a saved conversation's model). Server and TUI agree."""
+    template = getattr(engine, "template", None)
+    if forced or template is None or not getattr(template, "supports_tools", False):
+        return parser_named("hermes")
+    return parser_for(template.source, getattr(getattr(engine, "info", None), "architecture", None))
+
+
 def parser_named(family: str) -> ToolCallParser:
     _load_families()
     for entry in _FAMILIES:

@@ -15,14 +15,7 @@ from textual.widgets import Collapsible, Markdown, Static
 from edge_infer.engine import toolcalls as tc
 
 
-def parser_for_engine(engine) -> tc.ToolCallParser:
-    """The syntax the engine's model writes tool calls in; Hermes where its template has no
-    tool support (the tools were shown to it in Hermes style), as the server does, or where
-    no engine is loaded (a saved conversation's model)."""
-    template = getattr(engine, "template", None)
-    if template is None or not getattr(template, "supports_tools", False):
-        return tc.parser_named("hermes")
-    return tc.parser_for(template.source, getattr(getattr(engine, "info", None), "architecture", None))
+parser_for_engine = tc.parser_for_engine  # the same choice as the server's (engine.toolcalls)
 
 
 def pretty_arguments(arguments_json: str) -> str:

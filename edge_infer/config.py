@@ -51,6 +51,9 @@ class EngineSettings:
     # this long, every live request is ended (503) and /health says "stalled" (0 = off).
     # Generous: one 512-token prefill chunk of a large model on a slow CPU takes minutes.
     stall_timeout: float = 300
+    # A Jinja chat template file used instead of the one in the GGUF (llama-server's
+    # --chat-template-file): for a model whose template lacks tool or thinking support.
+    chat_template: str = ""
 
     @classmethod
     def from_env(cls, **overrides) -> "EngineSettings":
@@ -61,6 +64,8 @@ class EngineSettings:
                 continue
             if f.type in ("bool", bool):
                 values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+            elif f.name == "chat_template":  # a path: case matters
+                values[f.name] = raw.strip()
             elif f.type in ("str", str):
                 values[f.name] = raw.strip().lower()
             elif f.type in ("float", float):

@@ -42,6 +42,9 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
                    help="n-gram speculation: draft up to N tokens per step from the prompt and the text "
                         "so far, verified in the same batch; same output, faster on repetitive text "
                         "(default 0 = off; a request may set 'speculative')")
+    g.add_argument("--chat-template-file", metavar="FILE",
+                   help="a Jinja chat template to use instead of the model's own (e.g. one with tool "
+                        "or thinking support)")
     g.add_argument("--request-timeout", type=int, metavar="S",
                    help="end any request still running S seconds after it was submitted (default 600; 0 = never)")
     g.add_argument("--stall-timeout", type=float, metavar="S",
@@ -69,7 +72,8 @@ def engine_settings(args, **overrides) -> EngineSettings:
                   cache_type_v=getattr(args, "cache_type_v", None), kv_budget=getattr(args, "kv_budget", None),
                   prompt_cache_mib=getattr(args, "prompt_cache_mib", None),
                   draft_max=getattr(args, "draft_max", None), request_timeout=getattr(args, "request_timeout", None),
-                  stall_timeout=getattr(args, "stall_timeout", None))
+                  stall_timeout=getattr(args, "stall_timeout", None),
+                  chat_template=getattr(args, "chat_template_file", None))
     values.update(overrides)
     return EngineSettings.from_env(**values)
 

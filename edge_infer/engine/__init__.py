@@ -9,6 +9,7 @@ from edge_infer.engine import toolcalls  # noqa: F401  tool-call parsers: toolca
 from edge_infer.engine.tool_grammar import (HERMES, WRAPPERS, CallWrapper, ToolGrammarError,
                                             tool_call_continuation, tool_call_grammar)
 from edge_infer.engine.tool_prompt import template_supports_tools
+from edge_infer.engine.chat_template import RESERVED as TEMPLATE_RESERVED
 
 
 def __getattr__(name):
@@ -25,4 +26,4 @@ def __getattr__(name):
 __all__ = ["Engine", "BadRequestError", "quantize_file", "Request", "SamplingParams", "Completion",
            "FinishEvent", "RequestStream", "TokenEvent", "GrammarError", "validate_gbnf",
            "EngineSnapshot", "RequestStats", "tool_call_grammar", "tool_call_continuation", "CallWrapper",
-           "HERMES", "WRAPPERS", "ToolGrammarError", "template_supports_tools"]
+           "HERMES", "WRAPPERS", "ToolGrammarError", "template_supports_tools", "TEMPLATE_RESERVED"]

@@ -12,7 +12,8 @@ from datetime import datetime
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from edge_infer.engine.tool_prompt import hermes_fallback, hf_messages, template_supports_tools
+from edge_infer.engine.tool_prompt import hermes_fallback, hf_messages, template_supports_tools, template_variables
+from edge_infer.engine.toolcalls.reasoning import opens_in_reasoning
 from edge_infer.errors import EdgeInferError
 
 CHATML = (
@@ -30,6 +31,9 @@ GEMMA = (
 )
 FALLBACKS = {"gemma": GEMMA, "gemma2": GEMMA, "gemma3": GEMMA}
 ROLES = {"system", "user", "assistant", "developer", "tool"}
+# What render() itself passes: extra variables (chat_template_kwargs) may not replace them.
+RESERVED = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token",
+                      "raise_exception", "strftime_now"})
 
 
 class ChatTemplateError(EdgeInferError):
@@ -65,10 +69,25 @@ class ChatTemplate:
         except jinja2.TemplateError as exc:
             raise ChatTemplateError(f"the model's chat template does not parse: {exc}") from exc
         self.supports_tools = template_supports_tools(self.source)
+        self.variables = template_variables(self.source)  # what it reads (enable_thinking, ...)
+        self._opens: dict[str, bool] = {}
+
+    def opens_reasoning(self, variables: dict | None = None) -> bool:
+        """Whether the generation prompt ends inside an open <think> block (DeepSeek-R1 style
+        templates write it there), so the reply starts in its reasoning."""
+        key = json.dumps(variables or {}, sort_keys=True, default=str)
+        if key not in self._opens:
+            try:
+                probe = self.render([{"role": "user", "content": "Hi"}], variables=variables)
+            except ChatTemplateError:
+                probe = ""
+            self._opens[key] = opens_in_reasoning(probe)
+        return self._opens[key]
 
     def render(self, messages: list[dict], add_generation_prompt: bool = True,
-               tools: list[dict] | None = None) -> str:
-        """`tools`: OpenAI tool dicts. Messages may carry tool_calls / tool_call_id (tool_prompt)."""
+               tools: list[dict] | None = None, variables: dict | None = None) -> str:
+        """`tools`: OpenAI tool dicts. Messages may carry tool_calls / tool_call_id (tool_prompt).
+        `variables`: extra template variables (chat_template_kwargs: enable_thinking, ...)."""
         clean = []
         for i, m in enumerate(messages):
             role, content = m.get("role"), m.get("content")
@@ -86,7 +105,7 @@ class ChatTemplate:
             if role == "tool":
                 msg.update({k: m[k] for k in ("tool_call_id", "name") if m.get(k)})
             clean.append(msg)
-        extra = {}
+        extra = {k: v for k, v in (variables or {}).items() if k not in RESERVED}
         if self.supports_tools:
             clean = hf_messages(clean)
             if tools:

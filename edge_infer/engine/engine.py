@@ -23,7 +23,7 @@ from edge_infer.engine.embedding import Embedder
 from edge_infer.engine.llama import ContextParams, LlamaContext, LlamaModel, capture_log
 from edge_infer.engine.load_report import kv_bytes_reported
 from edge_infer.engine.postprocess import Outcome
-from edge_infer.engine.prompt import BadRequestError, Prompter
+from edge_infer.engine.prompt import BadRequestError, Prompter, read_template_file
 from edge_infer.engine.prompt_cache import PromptCache
 from edge_infer.engine.runner import KV_FULL, ModelRunner
 from edge_infer.engine.sampling import build_sampler, constrain_to_call
@@ -49,6 +49,7 @@ class Engine:
         check_draft_max(s.draft_max)
         if not -1 <= s.poll <= 100:
             raise EdgeInferError(f"--poll must be -1 (no persistent threadpool) or 0..100, not {s.poll}")
+        template_text = read_template_file(s.chat_template) if s.chat_template else None  # before loading
         # Validate the file ourselves first: llama.cpp aborts the process on some bad files.
         self.info = read_model_info(model_path)
         self.name = name or Path(model_path).stem
@@ -66,15 +67,14 @@ class Engine:
                 flash_attn=s.flash_attn, type_k=ggml_type(s.cache_type_k),
                 type_v=ggml_type(s.cache_type_v), poll=s.poll))
         self.load_log = load_log  # llama.cpp's own report of its buffers
-        self.backend = self.model.backend
-        self.kv_bytes = kv_bytes_reported(load_log)
+        self.backend, self.kv_bytes = self.model.backend, kv_bytes_reported(load_log)
         # What one sequence may hold: `ctx`, or the whole pool when it is smaller.
         self.n_ctx_seq = min(s.ctx, self.ctx.n_ctx_seq)
         self.pool_cells = self.ctx.n_ctx if s.kv_unified else None
         if self.n_ctx_seq < s.ctx:
             log.warning("the KV pool holds %d cells, fewer than --ctx %d: each request is capped at %d",
                         self.ctx.n_ctx, s.ctx, self.n_ctx_seq)
-        self.prompts = Prompter(self.model, self.info.architecture)
+        self.prompts = Prompter(self.model, self.info.architecture, template_text)
         self.embedder = Embedder(self.model, self.info.architecture, s)  # its context comes on first use
         # An encoder (BERT-style embedder or reranker) cannot generate: llama.cpp would abort.
         self.encoder_only = self.model.meta(f"{self.info.architecture}.attention.causal") == "false"

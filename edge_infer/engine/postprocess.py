@@ -63,6 +63,7 @@ def postprocess_token(sampled: Sampled, vocab: Vocab, n_ctx_seq: int | None = No
         return Outcome(seq, event, "length")
     seq.next_token = token
     if p.call_trigger and call_began(seq, vocab.token_to_bytes(token)):
+        event.call_began = True  # readers of the stream may trust the call's syntax from here
         return Outcome(seq, event, constrain=True)
     return Outcome(seq, event)
 

@@ -6,6 +6,8 @@ fails there with a clear error and never reaches the engine thread.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from edge_infer.engine.chat_template import ChatTemplate
 from edge_infer.engine.llama import LlamaModel
 from edge_infer.engine.sequence import Request
@@ -16,17 +18,30 @@ class BadRequestError(EdgeInferError, ValueError):
     pass
 
 
+def read_template_file(path: str) -> str:
+    """A chat template file's text, or a clear error (also when it does not parse)."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadRequestError(f"cannot read the chat template file {path}: {exc}") from None
+    if not text.strip():
+        raise BadRequestError(f"the chat template file {path} is empty")
+    return ChatTemplate(text).source
+
+
 class Prompter:
-    def __init__(self, model: LlamaModel, architecture: str = ""):
+    def __init__(self, model: LlamaModel, architecture: str = "", template: str | None = None):
+        """template: a chat template's text to use instead of the model's own."""
         self.model = model
         self.template = ChatTemplate(
-            model.meta("tokenizer.chat_template"),
+            template or model.meta("tokenizer.chat_template"),
             bos_token=model.token_to_bytes(model.bos, special=True).decode("utf-8", "replace"),
             eos_token=model.token_to_bytes(model.eos, special=True).decode("utf-8", "replace"),
             architecture=architecture)
 
-    def tokenize_messages(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
-        text = self.template.render(messages, add_generation_prompt=True, tools=tools)
+    def tokenize_messages(self, messages: list[dict], tools: list[dict] | None = None,
+                          variables: dict | None = None) -> list[int]:
+        text = self.template.render(messages, add_generation_prompt=True, tools=tools, variables=variables)
         # A template that writes the BOS text itself must not get a second BOS.
         starts_with_bos = bool(self.template.bos_token) and text.startswith(self.template.bos_token)
         return self.model.tokenize(text, add_special=self.model.add_bos and not starts_with_bos)
@@ -42,7 +57,7 @@ class Prompter:
             if request.messages is not None:
                 if not request.messages:
                     raise BadRequestError("messages must not be empty")
-                tokens = self.tokenize_messages(request.messages, request.tools)
+                tokens = self.tokenize_messages(request.messages, request.tools, request.template_vars)
             elif request.prompt is not None:
                 tokens = self.tokenize(request.prompt)
             else:

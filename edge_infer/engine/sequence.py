@@ -21,6 +21,7 @@ class Request:
     messages: list[dict] | None = None    # chat: role, content (+ tool_calls, tool_call_id)
     prompt_tokens: list[int] | None = None
     tools: list[dict] | None = None        # with messages: OpenAI tool dicts for the chat template
+    template_vars: dict | None = None      # with messages: extra chat-template variables (enable_thinking)
     sampling: SamplingParams = field(default_factory=SamplingParams)
     source: str = "api"                    # who asked: cli, chat, api, bench (shown in stats)
     capture_logprobs: bool = False         # full log-softmax per generated position

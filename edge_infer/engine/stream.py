@@ -22,6 +22,7 @@ class TokenEvent:
     token: int
     text: str                          # may be "" while UTF-8 or a stop string is pending
     logprobs: np.ndarray | None = None  # full log-softmax over the vocab, when asked for
+    call_began: bool = False            # this token opened a tool call: the call grammar writes the rest
 
 
 @dataclass

@@ -1,49 +1,25 @@
 """GBNF that makes a whole reply tool calls (tool_choice "required" or a named function).
 
 Each function's arguments grammar comes from its JSON schema (llama.cpp's converter,
-json_schema_to_gbnf); its rules get a prefix per function so the grammars of several
-functions live in one. The wrapper around the calls is the model family's syntax
-(Hermes / Qwen: `<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>`), a parameter
-so another family can be plugged in.
+json_schema_to_gbnf, or value_grammar.py for FunctionGemma's and Python's syntax); its
+rules get a prefix per function so the grammars of several functions live in one. The
+wrapper around the calls is the model family's syntax (toolcalls/wrappers.py; Hermes /
+Qwen: `<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+
+from edge_infer.engine.toolcalls.wrappers import HERMES, LLAMA3, MISTRAL, WRAPPERS, CallWrapper  # noqa: F401
+from edge_infer.engine.value_grammar import SYNTAXES, arguments_grammar
 
 
 class ToolGrammarError(ValueError):
     def __init__(self, message: str, index: int | None = None):
         super().__init__(message)
         self.index = index  # which of the tools it is about
-
-
-@dataclass(frozen=True)
-class CallWrapper:
-    """A family's call syntax: list_open (call_open NAME name_close ARGS call_close)
-    (separator ...)* list_close. Every part is literal text."""
-    call_open: str
-    name_close: str
-    call_close: str
-    separator: str = "\n"
-    list_open: str = ""
-    list_close: str = ""
-    trigger: str = ""  # text that starts a call (a lazy grammar's trigger)
-
-
-HERMES = CallWrapper(call_open='<tool_call>\n{"name": "', name_close='", "arguments": ',
-                     call_close="}\n</tool_call>", trigger="<tool_call>")
-# Mistral: [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
-MISTRAL = CallWrapper(call_open='{"name": "', name_close='", "arguments": ', call_close="}",
-                      separator=", ", list_open="[TOOL_CALLS][", list_close="]", trigger="[TOOL_CALLS]")
-
-
-# Llama 3.x JSON calls: {"name": ..., "parameters": {...}}; the call's own opening is its trigger.
-LLAMA3 = CallWrapper(call_open='{"name": "', name_close='", "parameters": ', call_close="}",
-                     separator="; ", trigger='{"name": "')
-WRAPPERS = {"hermes": HERMES, "mistral": MISTRAL, "llama3": LLAMA3}  # parser family -> call syntax
 
 
 def literal(text: str) -> str:
@@ -74,7 +50,15 @@ def prefixed(gbnf: str, prefix: str) -> tuple[str, str]:
     return "\n".join(f"{prefix}-{n} ::= {rename(b)}" for n, b in rules), f"{prefix}-root"
 
 
-def arguments_gbnf(schema: dict) -> str:
+def _sep(wrapper: CallWrapper) -> str:
+    """The separator between calls as a GBNF item and a space (nothing when it is empty)."""
+    return f"{literal(wrapper.separator)} " if wrapper.separator else ""
+
+
+def arguments_gbnf(schema: dict, syntax: str = "json") -> str:
+    """The arguments' grammar: llama.cpp's JSON converter, or ours for other syntaxes."""
+    if syntax != "json":
+        return arguments_grammar(schema, SYNTAXES[syntax])
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     return json_schema_to_gbnf(json.dumps(schema))
@@ -100,7 +84,7 @@ def tool_call_grammar(tools: list[dict], choice: str, wrapper: CallWrapper = HER
     for i, fn in fns:
         schema = fn.get("parameters") or {"type": "object", "properties": {}}
         try:
-            body, root = prefixed(arguments_gbnf(schema), f"fn{i}")
+            body, root = prefixed(arguments_gbnf(schema, wrapper.syntax), f"fn{i}")
         except Exception as exc:  # the converter raises assorted errors on schemas it can't map
             raise ToolGrammarError(f"cannot turn the parameters of {fn['name']!r} into a grammar: {exc}",
                                    i) from None
@@ -109,7 +93,7 @@ def tool_call_grammar(tools: list[dict], choice: str, wrapper: CallWrapper = HER
         rules.append(body)
         alts.append(f"fn{i}-call")
     more = "*" if max_calls is None else f"{{0,{max_calls - 1}}}"
-    calls = f"call ({literal(wrapper.separator)} call){more}" if parallel and max_calls != 1 else "call"
+    calls = f"call ({_sep(wrapper)}call){more}" if parallel and max_calls != 1 else "call"
     seq = ([literal(wrapper.list_open)] if wrapper.list_open else []) + [calls] + \
         ([literal(wrapper.list_close)] if wrapper.list_close else [])
     head = [f"root ::= {' '.join(seq)}", f"call ::= {' | '.join(alts)}"]
@@ -135,7 +119,7 @@ def tool_call_continuation(tools: list[dict], wrapper: CallWrapper = HERMES, par
             firsts.append(f"{m.group(1)}-first ::= {literal(rest + after_open)} {m.group(3)}")
     head, _, body = full.partition("\n")
     more = "*" if max_calls is None else f"{{0,{max_calls - 1}}}"
-    tail = f" ({literal(wrapper.separator)} call){more}" if parallel and max_calls != 1 else ""
+    tail = f" ({_sep(wrapper)}call){more}" if parallel and max_calls != 1 else ""
     close = f" {literal(wrapper.list_close)}" if wrapper.list_close else ""
     if not tail:  # one call only: the whole-call rules would be unreachable
         body = "\n".join(r for r in body.splitlines() if not re.match(r"^(call|fn\d+-call) ::= ", r))

@@ -19,13 +19,18 @@ import jinja2
 from jinja2 import meta
 
 
+def template_variables(template: str) -> frozenset[str]:
+    """The variables a chat template reads from its caller (tools, enable_thinking, ...)."""
+    try:
+        return frozenset(meta.find_undeclared_variables(jinja2.Environment(
+            extensions=["jinja2.ext.loopcontrols"]).parse(template)))
+    except jinja2.TemplateError:  # ChatTemplate reports the parse error itself
+        return frozenset(re.findall(r"\b[A-Za-z_]\w*\b", template))
+
+
 def template_supports_tools(template: str) -> bool:
     """Whether a chat template reads the `tools` variable (then it renders tools itself)."""
-    try:
-        return "tools" in meta.find_undeclared_variables(jinja2.Environment(
-            extensions=["jinja2.ext.loopcontrols"]).parse(template))
-    except jinja2.TemplateError:  # ChatTemplate reports the parse error itself
-        return re.search(r"\btools\b", template) is not None
+    return "tools" in template_variables(template)
 
 
 def _arguments(args):

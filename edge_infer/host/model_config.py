@@ -9,6 +9,7 @@ slots, KV types, GPU layers) is set per model, once; sampling stays per request.
     ctx = 8192
     parallel = 2
     cache_type_k = "q8_0"
+    chat_template = "~/templates/gemma-tools.jinja"   # instead of the GGUF's own
     keep_alive = -1          # stay until memory is needed
     pin = true               # never unloaded to make room
 
@@ -57,6 +58,7 @@ class ModelEntry(BaseModel):
     kv_budget: str | None = None
     prompt_cache_mib: int | None = Field(None, ge=0)
     draft_max: int | None = Field(None, ge=0)
+    chat_template: str | None = None  # a Jinja chat template file instead of the model's own
     keep_alive: float | None = None  # seconds (FOREVER = until memory is needed)
     pin: bool = False
 

@@ -209,7 +209,7 @@ class Server:
             lps = wire.logprob_entries(c.logprobs, k, text_of, start) if job.logprobs else None
             text = (echo[c.index] if echo else "") + c.text
             if job.shaper is not None:  # content / reasoning_content / tool_calls (server.replies)
-                fields, called = job.shaper.whole(text)
+                fields, called = job.shaper.whole(c.parts, c.call_began_at)  # chat: no echo
                 reason = "tool_calls" if called and c.finish.reason == "stop" else c.finish.reason
                 choices.append(wire.whole_fields(c.index, fields, reason, lps))
             else:

@@ -11,9 +11,9 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
-from edge_infer.engine import (FinishEvent, GrammarError, Request, RequestStream, SamplingParams, TokenEvent,
-                               WRAPPERS, ToolGrammarError, tool_call_continuation, tool_call_grammar,
-                               validate_gbnf)
+from edge_infer.engine import (HERMES, WRAPPERS, CallWrapper, FinishEvent, GrammarError, Request,
+                               RequestStream, SamplingParams, TokenEvent, ToolGrammarError,
+                               tool_call_continuation, tool_call_grammar, validate_gbnf)
 from edge_infer.server.errors import APIError, bad_request, from_engine
 from edge_infer.server.replies import ReplyShaper
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
@@ -22,7 +22,7 @@ from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
 MAX_PARALLEL_CALLS = 8  # calls in one forced reply (small models repeat a call until max_tokens)
 
 
-def grammar_for(body) -> tuple[str | None, str | None]:
+def grammar_for(body, wrapper: CallWrapper = HERMES) -> tuple[str | None, str | None]:
     """(GBNF, param it came from). JSON modes become grammar-constrained sampling.
     The engine checks every grammar before llama.cpp sees it (build_sampler); the server
     is stricter with grammars users write: an unused rule there is a mistake, refused."""
@@ -33,7 +33,7 @@ def grammar_for(body) -> tuple[str | None, str | None]:
             raise bad_request("tool_choice 'required' or a named function constrains the whole reply to tool "
                               "calls; it cannot be combined with response_format or grammar", "tool_choice")
         try:
-            return tool_call_grammar(body.tools_for_prompt, forced, parallel=body.parallel_tool_calls,
+            return tool_call_grammar(body.tools_for_prompt, forced, wrapper, parallel=body.parallel_tool_calls,
                                      max_calls=MAX_PARALLEL_CALLS), "tool_choice"
         except ToolGrammarError as exc:
             param = "tool_choice" if exc.index is None else f"tools[{exc.index}].function.parameters"
@@ -58,9 +58,9 @@ def grammar_for(body) -> tuple[str | None, str | None]:
 
 
 def call_constraint(job_shaper, body) -> dict:
-    """tool_choice "auto" in the Hermes, Mistral or Llama 3 JSON syntax: once the reply opens
-    a call, the rest of it follows the tools' grammar (engine: call_trigger / call_grammar).
-    FunctionGemma and Gemma tool_code calls are written freely; a malformed one is content."""
+    """tool_choice "auto": once the reply opens a call in its family's syntax (Hermes, Mistral,
+    Llama 3, FunctionGemma, Gemma tool_code), the rest of it follows the tools' grammar
+    (engine: call_trigger / call_grammar). The generic JSON fallback has no trigger."""
     parser = getattr(job_shaper, "parser", None)
     wrapper = WRAPPERS.get(getattr(parser, "family", None))
     if wrapper is None or body.forced_tool or body.grammar:
@@ -114,6 +114,7 @@ class Choice:
     index: int
     prompt: str | list[int] | None = None  # text completions: what `echo` repeats
     parts: list[str] = field(default_factory=list)
+    call_began_at: int | None = None  # the part whose token began a grammar-written tool call
     logprobs: list = field(default_factory=list)  # [(token, log-softmax vector)]
     finish: FinishEvent | None = None
 
@@ -140,18 +141,20 @@ class Job:
 
     def submit(self) -> None:
         body = self.body
-        grammar, grammar_param = grammar_for(body)
+        wrapper = getattr(getattr(self.shaper, "parser", None), "wrapper", None) or HERMES
+        grammar, grammar_param = grammar_for(body, wrapper)
         call = call_constraint(self.shaper, body) if self.shaper is not None else {}
         if isinstance(body, ChatCompletionRequest):
             messages = [chat_message(m) for m in body.messages]
             prompts, prompt_param, tools = [("messages", messages)], "messages", body.tools_for_prompt
+            extra = {"template_vars": body.template_vars}
         else:
             prompts = [("prompt_tokens" if isinstance(p, list) else "prompt", p) for p in body.prompts()]
-            prompt_param, tools = "prompt", None
+            prompt_param, tools, extra = "prompt", None, {}
         try:
             for kind, prompt in prompts:
                 for i in range(body.n):
-                    req = Request(**{kind: prompt}, tools=tools, sampling=sampling_for(body, grammar, i, **call),
+                    req = Request(**{kind: prompt}, **extra, tools=tools, sampling=sampling_for(body, grammar, i, **call),
                                   source=self._source, capture_logprobs=self.logprobs,
                                   draft_max=body.draft_max(self._server_draft_max))
                     self.choices.append(Choice(len(self.choices), prompt if kind != "messages" else None))
@@ -211,6 +214,8 @@ class Job:
         async for i, ev in self.events():
             c = self.choices[i]
             c.parts.append(ev.text)
+            if isinstance(ev, TokenEvent) and ev.call_began and c.call_began_at is None:
+                c.call_began_at = len(c.parts) - 1
             if isinstance(ev, TokenEvent):
                 if ev.logprobs is not None:
                     c.logprobs.append((ev.token, ev.logprobs))

@@ -25,7 +25,7 @@ class PlainPieces:
     def __init__(self, out):
         self.out = out
 
-    def feed(self, text: str) -> dict | None:
+    def feed(self, text: str, call_began: bool = False) -> dict | None:
         return self.out.piece(text) if text else None
 
     def finish(self, text: str) -> dict | None:
@@ -40,7 +40,7 @@ async def stream_lines(job: Job, out, counters, pieces=None) -> AsyncIterator[by
     try:
         async for _, ev in job.events():
             if isinstance(ev, TokenEvent):
-                if ev.text and (obj := pieces.feed(ev.text)) is not None:
+                if (ev.text or ev.call_began) and (obj := pieces.feed(ev.text, ev.call_began)) is not None:
                     yield line(obj)
                 continue
             err = generation_error(ev)

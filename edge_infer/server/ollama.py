@@ -142,6 +142,8 @@ class OllamaAPI:
             return await self._load_only(body.model, body.keep_alive, out)
         fields = {"messages": ollama_tools.chat_messages(body.messages), "tools": body.tools,
                   "tool_choice": body.tool_choice, "reasoning_format": "none" if body.think is False else "auto"}
+        if body.think is False or body.think in ("low", "medium", "high"):  # thinking off, or its effort
+            fields["reasoning_effort"] = "none" if body.think is False else body.think
         return await self._generate(request, body, ChatCompletionRequest, fields, out, started)
 
     async def _load_only(self, model: str, keep_alive, out: wire.GenerateWire) -> Response:
@@ -214,7 +216,7 @@ class OllamaAPI:
         c = job.choices[0]
         done = out.done(c.text, c.finish.reason, counters(c.finish.stats))
         if shaped:
-            done["message"] = ollama_tools.message(job.shaper.whole(c.text)[0])
+            done["message"] = ollama_tools.message(job.shaper.whole(c.parts, c.call_began_at)[0])
         return SafeJSONResponse(done)
 
     # ---- embeddings --------------------------------------------------------------------

@@ -134,8 +134,8 @@ class ShapedPieces:
     def __init__(self, job, out):
         self.out, self.shaped, self.calls = out, job.shaper.stream(), _Calls()
 
-    def feed(self, text: str) -> dict | None:
-        return _piece(self.out, self.shaped.feed(text), self.calls)
+    def feed(self, text: str, call_began: bool = False) -> dict | None:
+        return _piece(self.out, self.shaped.feed(text, call_began), self.calls)
 
     def finish(self, text: str) -> dict | None:
         deltas = (self.shaped.feed(text) if text else []) + self.shaped.finish()

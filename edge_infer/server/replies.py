@@ -20,8 +20,10 @@ def parser_for_job(engine, body):
 class ReplyShaper:
     """One per chat request; .stream() gives one ChoiceStream per choice."""
 
-    def __init__(self, parser, reasoning: str = "auto", starts_in_reasoning: bool = False):
+    def __init__(self, parser, reasoning: str = "auto", starts_in_reasoning: bool = False,
+                 constrained: bool = False):
         self.parser, self.reasoning, self.starts_in_reasoning = parser, reasoning, starts_in_reasoning
+        self.constrained = constrained  # a forced call: the call grammar writes the whole reply
 
     @classmethod
     def for_job(cls, engine, body) -> "ReplyShaper | None":
@@ -34,13 +36,20 @@ class ReplyShaper:
         parser = parser_for_job(engine, body)
         if parser is None and reasoning == "none":
             return None  # plain text, as before
-        return cls(parser, reasoning)
+        template = getattr(engine, "template", None)
+        opens = bool(template is not None and template.opens_reasoning(getattr(body, "template_vars", None)))
+        return cls(parser, reasoning, starts_in_reasoning=opens,
+                   constrained=bool(getattr(body, "forced_tool", None)))
 
-    def whole(self, text: str) -> tuple[dict, bool]:
-        """(message fields, whether it called tools)."""
+    def whole(self, text: str | list[str], call_began_at: int | None = None) -> tuple[dict, bool]:
+        """(message fields, whether it called tools). `text` may be the pieces the engine
+        streamed, with the index of the one whose token began a grammar-written call: then
+        it is read exactly as the stream is."""
         if self.parser is not None:
-            reply = self.parser.parse(text, starts_in_reasoning=self.starts_in_reasoning)
+            reply = self.parser.parse(text, starts_in_reasoning=self.starts_in_reasoning,
+                                      constrained=self.constrained, call_began_at=call_began_at)
         else:
+            text = text if isinstance(text, str) else "".join(text)
             reasoning, content = tc.ReasoningSplitter(self.starts_in_reasoning).split(text)
             reply = tc.ParsedReply(content, [], reasoning)
         fields: dict = {"content": reply.content if (reply.content or not reply.tool_calls) else None}
@@ -62,16 +71,21 @@ class ChoiceStream:
     def __init__(self, shaper: ReplyShaper):
         self.shaper = shaper
         if shaper.parser is not None:
-            self._inner = shaper.parser.stream(starts_in_reasoning=shaper.starts_in_reasoning)
+            self._inner = shaper.parser.stream(starts_in_reasoning=shaper.starts_in_reasoning,
+                                               constrained=shaper.constrained)
         else:
             self._inner = tc.ReasoningSplitter(shaper.starts_in_reasoning)
         self._plain = shaper.parser is None
         self.called = False
 
-    def feed(self, text: str) -> list[dict]:
+    def feed(self, text: str, call_began: bool = False) -> list[dict]:
+        """A token's text; call_began: that token began a grammar-written call (TokenEvent)."""
         if self._plain and self._inner.passthrough:  # most tokens of a plain chat: no parsing
-            return [{"content": text}]
-        return self._deltas(self._inner.feed(text))
+            return [{"content": text}] if text else []
+        out = self._deltas(self._inner.feed(text)) if text else []
+        if call_began and not self._plain:
+            self._inner.call_began()
+        return out
 
     def finish(self) -> list[dict]:
         return self._deltas(self._inner.finish())

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from edge_infer.engine import TEMPLATE_RESERVED as RESERVED_TEMPLATE_VARS
 from edge_infer.server.errors import APIError, bad_request
 from edge_infer.server.tool_schemas import Tool, ToolCall, check_tool_choice, check_tool_messages, check_tools
 
@@ -147,6 +148,12 @@ class ChatCompletionRequest(_Sampling):
     # reasoning_content, "none" leaves it in content; include_reasoning false drops it.
     reasoning_format: Literal["auto", "deepseek", "none"] = "auto"
     include_reasoning: bool = True
+    # OpenAI's reasoning_effort: "none" / "minimal" turn a model's thinking off where its
+    # template has a switch (enable_thinking, as Qwen 3's); a template that reads
+    # reasoning_effort itself (gpt-oss) gets it as it is.
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    # Extra chat-template variables (llama-server's and vLLM's name), e.g. {"enable_thinking": false}.
+    chat_template_kwargs: dict[str, Any] | None = Field(None, max_length=32)
     _tool_choice: str | None = None  # tool_choice once checked: see forced_tool
 
     @model_validator(mode="after")
@@ -156,10 +163,26 @@ class ChatCompletionRequest(_Sampling):
         for old in ("functions", "function_call"):
             if getattr(self, old) is not None:
                 raise bad_request(f"{old} (deprecated) is not supported; use tools and tool_choice", old)
+        for key in self.chat_template_kwargs or {}:
+            if not key.isidentifier() or key in RESERVED_TEMPLATE_VARS:
+                raise bad_request(f"chat_template_kwargs cannot set {key[:40]!r}: the server sets "
+                                  f"{', '.join(sorted(RESERVED_TEMPLATE_VARS))} itself, and keys are "
+                                  "identifiers", "chat_template_kwargs")
         check_tools(self.tools)
         self._tool_choice = check_tool_choice(self.tool_choice, self.tools)
         check_tool_messages(self.messages)
         return self
+
+    @property
+    def template_vars(self) -> dict | None:
+        """Variables for the chat template: chat_template_kwargs, and what reasoning_effort
+        means for it (kwargs given explicitly win)."""
+        out = {}
+        if self.reasoning_effort is not None:
+            out = {"reasoning_effort": self.reasoning_effort,
+                   "enable_thinking": self.reasoning_effort not in ("none", "minimal")}
+        out.update(self.chat_template_kwargs or {})
+        return out or None
 
     @property
     def forced_tool(self) -> str | None:

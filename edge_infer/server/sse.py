@@ -61,12 +61,12 @@ async def stream_job(job: Job, wire, text_of: TokenText, echo: list[str] | None 
                 if ev.logprobs is not None:
                     lp = wire.logprob_entries([(ev.token, ev.logprobs)], k, text_of, offsets[i])
                     offsets[i] += len(text_of(ev.token).decode("utf-8", "replace"))
-                elif not ev.text:
+                elif not ev.text and not ev.call_began:
                     continue  # UTF-8 or a possible stop string still held back
                 if shaped is None:
                     yield sse(wire.chunk([wire.delta(i, ev.text, lp)]))
                     continue
-                deltas = shaped[i].feed(ev.text) if ev.text else []
+                deltas = shaped[i].feed(ev.text, ev.call_began)
                 for n, d in enumerate(deltas or ([{}] if lp is not None else [])):
                     yield sse(wire.chunk([wire.fields(i, d, lp if n == 0 else None)]))
                 continue

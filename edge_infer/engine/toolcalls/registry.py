@@ -13,9 +13,11 @@ from typing import Callable
 from edge_infer.engine.toolcalls.events import (
     ContentDelta, IdFactory, ParsedReply, fold_events, new_call_id,
 )
+from edge_infer.engine.toolcalls.constrained import ConstrainedCalls
 from edge_infer.engine.toolcalls.matchers import Matcher
 from edge_infer.engine.toolcalls.reasoning import ReasoningSplitter
 from edge_infer.engine.toolcalls.stream import ToolCallStream
+from edge_infer.engine.toolcalls.wrappers import WRAPPERS, CallWrapper
 
 Detect = Callable[[str, str], bool]   # (chat_template, architecture) -> speaks this family
 
@@ -28,25 +30,46 @@ class ToolCallParser:
     make_matchers: Callable[[], list[Matcher]]
     triggers: tuple[str, ...] = ()
     think: bool = True        # split <think> blocks off first
+    wrapper: CallWrapper | None = None  # the syntax the engine's call grammar writes for it
 
-    def stream(self, id_factory: IdFactory = new_call_id, *,
-               starts_in_reasoning: bool = False) -> "StreamParser":
-        return StreamParser(self, id_factory, starts_in_reasoning=starts_in_reasoning)
+    def stream(self, id_factory: IdFactory = new_call_id, *, starts_in_reasoning: bool = False,
+               constrained: bool = False) -> "StreamParser":
+        return StreamParser(self, id_factory, starts_in_reasoning=starts_in_reasoning,
+                            constrained=constrained)
 
-    def parse(self, text: str, id_factory: IdFactory = new_call_id, *,
-              starts_in_reasoning: bool = False) -> ParsedReply:
-        sp = self.stream(id_factory, starts_in_reasoning=starts_in_reasoning)
-        return fold_events(sp.feed(text) + sp.finish())
+    def parse(self, text: str | list[str], id_factory: IdFactory = new_call_id, *,
+              starts_in_reasoning: bool = False, constrained: bool = False,
+              call_began_at: int | None = None) -> ParsedReply:
+        """The whole reply. Given as the pieces it was streamed in and the index of the piece
+        whose token began a grammar-written call (call_began_at), it is read exactly as
+        the stream read it (which feeds that piece, then calls call_began())."""
+        pieces = [text] if isinstance(text, str) else text
+        sp = self.stream(id_factory, starts_in_reasoning=starts_in_reasoning, constrained=constrained)
+        cut = len(pieces) if call_began_at is None else call_began_at + 1
+        events = sp.feed("".join(pieces[:cut]))
+        if call_began_at is not None:
+            sp.call_began()
+        return fold_events(events + sp.feed("".join(pieces[cut:])) + sp.finish())
 
 
 class StreamParser:
     """Text deltas in; ContentDelta / ReasoningDelta / ToolCallStart / ToolCallArgsDelta out."""
 
     def __init__(self, parser: ToolCallParser, id_factory: IdFactory = new_call_id, *,
-                 starts_in_reasoning: bool = False):
+                 starts_in_reasoning: bool = False, constrained: bool = False):
         self.parser = parser
         self._think = ReasoningSplitter(starts_in_reasoning) if parser.think else None
         self._tools = ToolCallStream(parser.make_matchers(), id_factory)
+        if constrained:  # a forced reply: the call grammar writes it from its first token
+            self.call_began()
+
+    def call_began(self) -> None:
+        """The engine switched this reply to the call grammar (TokenEvent.call_began; call it
+        after feeding that token's text): from the call that token opened on, calls stream
+        their name and arguments as they come."""
+        wrapper = self.parser.wrapper
+        if wrapper is not None and wrapper.syntax == "json":  # others are read whole, as before
+            self._tools.constrain(ConstrainedCalls(wrapper))
 
     def feed(self, text: str) -> list:
         if self._think is None:
@@ -106,29 +129,37 @@ def parser_for(chat_template: str | None, architecture: str | None = None) -> To
     tmpl, arch = chat_template or "", (architecture or "").lower()
     for entry in _FAMILIES:
         if entry.detect(tmpl, arch):
-            return entry.factory()
+            return _with_wrapper(entry.factory())
     return _FALLBACK["generic"]()
 
 
 def parser_for_engine(engine, forced: bool = False) -> ToolCallParser:
     """The syntax a loaded model writes its calls in: its template's family, or Hermes where
     its template has no tool support (the tools were shown to it Hermes-style, see
-    engine/tool_prompt.py), where a call is forced (the grammar writes the Hermes wrapper),
-    or where there is no engine (a saved conversation's model). Server and TUI agree."""
+    engine/tool_prompt.py), where there is no engine (a saved conversation's model), or
+    where a call is forced and the family has no grammar wrapper to write it in. Server
+    and TUI agree."""
     template = getattr(engine, "template", None)
-    if forced or template is None or not getattr(template, "supports_tools", False):
+    if template is None or not getattr(template, "supports_tools", False):
         return parser_named("hermes")
-    return parser_for(template.source, getattr(getattr(engine, "info", None), "architecture", None))
+    parser = parser_for(template.source, getattr(getattr(engine, "info", None), "architecture", None))
+    return parser_named("hermes") if forced and parser.wrapper is None else parser
 
 
 def parser_named(family: str) -> ToolCallParser:
     _load_families()
     for entry in _FAMILIES:
         if entry.family == family:
-            return entry.factory()
+            return _with_wrapper(entry.factory())
     if family in _FALLBACK:
         return _FALLBACK[family]()
     raise KeyError(family)
+
+
+def _with_wrapper(parser: ToolCallParser) -> ToolCallParser:
+    if parser.wrapper is None:
+        parser.wrapper = WRAPPERS.get(parser.family)
+    return parser
 
 
 def family_markers(parser: ToolCallParser) -> tuple[str, ...]:

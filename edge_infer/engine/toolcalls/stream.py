@@ -4,6 +4,8 @@ Text that could still open a call is held back, never emitted and then retracted
 call is emitted once its region is decided. At finish() whatever is still held (a
 partial or malformed call) comes out as content. Whitespace right before a call and
 right after one is dropped, as is trailing whitespace of a reply that made calls.
+Calls the engine's grammar writes are read incrementally (constrain(), constrained.py):
+their name goes out once complete and their arguments as they arrive.
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ class ToolCallStream:
         self._after_call = False
         self.n_calls = 0
         self._done = False
+
+    def constrain(self, matcher: Matcher) -> None:
+        """From now on calls that open with matcher's marker are grammar-written: read them
+        with `matcher` (an incremental one), also the region already pending if it opens so."""
+        self.matchers = [matcher] + [m for m in self.matchers if m is not matcher]
+        pending = self._pending
+        if pending is not None and not getattr(pending, "incremental", False) \
+                and any(self._buf.startswith(m) for m in matcher.markers):
+            self._pending = matcher
 
     def feed(self, text: str) -> list:
         if self._done or not text:
@@ -77,7 +88,17 @@ class ToolCallStream:
                 out += self._content(self._buf[:i])
                 self._buf = self._buf[i:]
                 self._pending = self.matchers[k]
-            verdict = self._pending.match(self._buf, final)
+            if getattr(self._pending, "incremental", False):
+                verdict = self._pending.advance(self._buf, final)
+                if not isinstance(verdict, Fail):
+                    self._buf = self._buf[verdict.consumed:]
+                    out += self._progress(verdict.items)
+                    if not verdict.done:
+                        return out
+                    self._pending, self._after_call = None, True
+                    continue
+            else:
+                verdict = self._pending.match(self._buf, final)
             if verdict is None:
                 return out
             self._pending = None
@@ -104,6 +125,18 @@ class ToolCallStream:
         self._emitted = True
         out = [ContentDelta(self._ws + body)]
         self._ws = text_ws
+        return out
+
+    def _progress(self, items) -> list:
+        out = []
+        for kind, value in items:
+            if kind == "start":
+                index = self.n_calls
+                self.n_calls += 1
+                self._ws, self._emitted = "", True
+                out.append(ToolCallStart(index, self.id_factory(), value))
+            else:
+                out.append(ToolCallArgsDelta(self.n_calls - 1, value))
         return out
 
     def _calls(self, calls) -> list:

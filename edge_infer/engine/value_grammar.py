@@ -12,11 +12,15 @@ bounds are not enforced.
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from dataclasses import dataclass
 
-NUMBER = '"-"? [0-9]+ ("." [0-9]+)? ([eE] [-+]? [0-9]+)?'
-INTEGER = '"-"? [0-9]+'
+# Bounded as llama.cpp's JSON converter bounds them: a small model can write digits forever.
+INTEGER = '"-"? ("0" | [1-9] [0-9]{0,15})'
+NUMBER = INTEGER + ' ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?'
+_LITERALS = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]')  # skipped when finding rule names
+_WORD = re.compile(r"[A-Za-z0-9-]+")
 BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")  # what toolcalls/gemma.py reads back
 
 
@@ -46,6 +50,7 @@ class ValueSyntax:
     top_open: str = "{"          # around the top-level arguments object
     top_close: str = "}"
     top_kv_sep: str | None = None  # the top level's own key/value separator (Python's "=")
+    counted_char: str = "char"   # a rule that is exactly one character of the value (for lengths)
 
     def string_value(self, text: str) -> str:
         if self.name == "python":
@@ -54,7 +59,7 @@ class ValueSyntax:
 
     def key(self, name: str, top: bool) -> str:
         if top and self.top_kv_sep is not None:
-            if not name.isidentifier():
+            if not name.isidentifier() or keyword.iskeyword(name):
                 raise SchemaGrammarError(f"property {name!r} cannot be a Python keyword argument")
             return lit(name + self.top_kv_sep)
         if not self.key_quote and not BARE_KEY.fullmatch(name):
@@ -65,7 +70,7 @@ class ValueSyntax:
 # FunctionGemma: a string cannot hold "<escape>"; "<" followed by anything but "e" or "<" is fine.
 FUNCTION_GEMMA = ValueSyntax("function_gemma", string_char='[^<] | "<" [^e<]', string_open="<escape>",
                              string_close="<escape>", true="true", false="false", null="null",
-                             item_sep=",", kv_sep=":", key_quote="")
+                             item_sep=",", kv_sep=":", key_quote="", counted_char="[^<]")
 # Python literals (ast.literal_eval reads them back): the top level is keyword arguments.
 PYTHON = ValueSyntax("python", string_char='[^"\\\\\\n] | "\\\\" ["\\\\bfnrt]', string_open='"',
                      string_close='"', true="True", false="False", null="None", item_sep=", ",
@@ -130,7 +135,9 @@ class _Converter:
             if not lo and hi is None:
                 return "string"
             reps = f"{{{lo},{'' if hi is None else hi}}}"
-            return f"{lit(self.s.string_open)} char{reps} {lit(self.s.string_close)}"
+            one = self.s.counted_char  # "<x" is two characters: a bounded string leaves "<" out
+            one = one if one == "char" else f"({one})"
+            return f"{lit(self.s.string_open)} {one}{reps} {lit(self.s.string_close)}"
         if kind in ("number", "integer", "boolean", "null"):
             return kind
         return "any"
@@ -205,6 +212,11 @@ def arguments_grammar(schema: dict, syntax: ValueSyntax) -> str:
     """GBNF whose root is the arguments of a function with this parameters schema."""
     conv = _Converter(syntax, schema)
     conv.common()
-    root = conv.value(schema, "", top=True)
-    lines = [f"root ::= {root}"] + [f"{name} ::= {body}" for name, body in conv.rules.items()]
-    return "\n".join(lines) + "\n"
+    rules = {"root": conv.value(schema, "", top=True), **conv.rules}
+    used, todo = {"root"}, ["root"]
+    while todo:  # only the rules root reaches: the server's checker refuses unused ones
+        for word in _WORD.findall(_LITERALS.sub(" ", rules[todo.pop()])):
+            if word in rules and word not in used:
+                used.add(word)
+                todo.append(word)
+    return "".join(f"{name} ::= {body}\n" for name, body in rules.items() if name in used)

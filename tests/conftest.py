@@ -42,6 +42,12 @@ def gemma3_path() -> Path:
     return _real_model("gemma3")
 
 
+@pytest.fixture(scope="session")
+def qwen_coder_path() -> Path:
+    """Qwen2.5-Coder-1.5B-Instruct: the catalog's tool-trained model (1 GiB)."""
+    return _real_model("qwen-coder")
+
+
 def write_tiny_gguf(path: Path, *, n_layer: int = 2, n_embd: int = 8, n_vocab: int = 16,
                     sliding_window: int = 0, arch: str = "llama",
                     chat_template: str | None = "{{ messages }}") -> Path:

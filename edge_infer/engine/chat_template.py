@@ -77,6 +77,8 @@ class ChatTemplate:
         templates write it there), so the reply starts in its reasoning."""
         key = json.dumps(variables or {}, sort_keys=True, default=str)
         if key not in self._opens:
+            if len(self._opens) >= 64:  # clients choose the variables: keep the cache small
+                self._opens.clear()
             try:
                 probe = self.render([{"role": "user", "content": "Hi"}], variables=variables)
             except ChatTemplateError:

@@ -14,19 +14,13 @@ import re
 
 from edge_infer.engine.toolcalls.wrappers import HERMES, LLAMA3, MISTRAL, WRAPPERS, CallWrapper  # noqa: F401
 from edge_infer.engine.value_grammar import SYNTAXES, arguments_grammar
+from edge_infer.engine.value_grammar import lit as literal  # text as a GBNF string literal
 
 
 class ToolGrammarError(ValueError):
     def __init__(self, message: str, index: int | None = None):
         super().__init__(message)
         self.index = index  # which of the tools it is about
-
-
-def literal(text: str) -> str:
-    """Text as a GBNF string literal."""
-    out = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r") \
-        .replace("\t", "\\t")
-    return f'"{out}"'
 
 
 # A GBNF rule body's pieces: string literals, character classes and <token>s are left as

@@ -168,3 +168,26 @@ async def test_the_chat_streams_a_reply_into_its_parts_and_stores_the_raw_text(t
         assert_parts(reply)
         assert reply.message.content == REPLY
         assert [m["content"] for m in chat.current.chat_messages()][-1] == REPLY  # sent back as written
+
+
+async def test_a_reply_whose_template_opened_think_starts_in_its_reasoning():
+    """DeepSeek-R1-style templates write <think> into the prompt: the reply holds only the
+    closing tag. Streamed and saved (the chat records it in the reply's stats), the text
+    before </think> folds into Reasoning."""
+    text = "The user greets me.</think>Hello there!"
+    saved = Message("assistant", text, {"ttft_s": 0.05, "decode_tok_s": 90.0, "tokens": 9, "cached": 0,
+                                        "finish": "stop", "in_reasoning": True})
+    streamed = Message("assistant", "")
+    app = Host(saved, streamed)
+    async with app.run_test(size=(100, 40)) as pilot:
+        saved_view, live_view = app.query(MessageView)
+        live = LiveReply(live_view, tc.parser_named("hermes"), starts_in_reasoning=True)
+        for i in range(0, len(text), 4):
+            live.feed(text[i:i + 4])
+            await live.flush()
+        await live.finish()
+        await pilot.pause()
+        for view in (saved_view, live_view):
+            fold = view.query_one(Collapsible)
+            assert shown(fold.query_one(".reasoning-text", Static)) == "The user greets me."
+            assert view.query_one(".body", Markdown).source.strip() == "Hello there!"

@@ -210,7 +210,9 @@ class ChatPane(Widget):
     async def stream_reply(self, conv: Conversation, view: MessageView, stream, lease) -> None:
         from edge_infer.engine import FinishEvent
 
-        live = LiveReply(view, parser_for_engine(lease.engine))  # reasoning, tool-call cards, answer
+        # An R1-style template opens <think> in the prompt: the reply starts in its reasoning.
+        in_reasoning = bool(getattr(getattr(lease.engine, "template", None), "opens_reasoning", lambda: False)())
+        live = LiveReply(view, parser_for_engine(lease.engine), in_reasoning)  # reasoning, tool-call cards, answer
         box = self.query_one("#messages", VerticalScroll)
         parts: list[str] = []
         last_flush = 0.0
@@ -234,7 +236,8 @@ class ChatPane(Widget):
                     st = event.stats
                     view.set_stats({"ttft_s": st.ttft_s, "decode_tok_s": st.decode_tok_s,
                                     "tokens": st.generated_tokens, "cached": st.cached_tokens,
-                                    "finish": event.reason, "model": lease.name})
+                                    "finish": event.reason, "model": lease.name,
+                                    **({"in_reasoning": True} if in_reasoning else {})})
                     if event.error:
                         self.notify(event.error, title="Generation failed", severity="error")
         finally:

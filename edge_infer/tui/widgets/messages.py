@@ -34,7 +34,9 @@ class MessageView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label("You" if self.message.role == "user" else "Assistant", classes="role")
-        parts = split_reply(self.message.content, self.parser) if self.message.role == "assistant" else None
+        in_reasoning = bool((self.message.stats or {}).get("in_reasoning"))  # its template opened <think>
+        parts = split_reply(self.message.content, self.parser, in_reasoning) \
+            if self.message.role == "assistant" else None
         if parts is None:  # plain text: shown as written
             yield Markdown(self.message.content, classes="body")
         else:

@@ -54,20 +54,22 @@ def reasoning_fold(text: str = "") -> Collapsible:
                        title="Reasoning", collapsed=True, classes="reasoning")
 
 
-def split_reply(text: str, parser: tc.ToolCallParser | None = None) -> tc.ParsedReply | None:
-    """A saved reply's parts, or None when it is plain text (shown as written)."""
-    reply = (parser or tc.parser_named("hermes")).parse(text)
+def split_reply(text: str, parser: tc.ToolCallParser | None = None,
+                starts_in_reasoning: bool = False) -> tc.ParsedReply | None:
+    """A saved reply's parts, or None when it is plain text (shown as written).
+    starts_in_reasoning: the model's template opened <think> in the prompt."""
+    reply = (parser or tc.parser_named("hermes")).parse(text, starts_in_reasoning=starts_in_reasoning)
     return reply if reply.reasoning is not None or reply.tool_calls else None
 
 
 class LiveReply:
     """A streaming reply's view: text deltas in, parts drawn on flush()."""
 
-    def __init__(self, view, parser: tc.ToolCallParser | None = None):
+    def __init__(self, view, parser: tc.ToolCallParser | None = None, starts_in_reasoning: bool = False):
         self.view = view
         self.body = view.query_one(".body", Markdown)
         self.md = Markdown.get_stream(self.body)
-        self.parser = (parser or tc.parser_named("hermes")).stream()
+        self.parser = (parser or tc.parser_named("hermes")).stream(starts_in_reasoning=starts_in_reasoning)
         self.events: list = []
         self.reasoning: list[str] = []
         self.fold: Collapsible | None = None

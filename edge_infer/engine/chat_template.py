@@ -121,5 +121,6 @@ class ChatTemplate:
                                          bos_token=self.bos_token, eos_token=self.eos_token, **extra)
         except ChatTemplateError:
             raise
-        except jinja2.TemplateError as exc:
+        except (jinja2.TemplateError, TypeError, ValueError, LookupError, AttributeError, ArithmeticError,
+                RecursionError) as exc:  # e.g. a chat_template_kwargs value of a type it did not expect
             raise ChatTemplateError(f"the model's chat template failed: {exc}") from exc

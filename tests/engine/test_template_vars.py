@@ -53,3 +53,12 @@ def test_the_cli_refuses_a_bad_template_file_in_one_line(tmp_path, smollm2_path)
     r = edge_infer("run", smollm2_path, "Hi", "--chat", "-n", "4", "--chat-template-file", tmp_path / "bad.jinja")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "chat template does not parse" in r.stderr
+
+
+def test_a_variable_the_template_cannot_use_is_a_template_error_not_a_crash():
+    from edge_infer.engine.chat_template import ChatTemplateError
+
+    t = ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}{{ 'x' * (depth + 1) }}")
+    assert t.render(HI, variables={"depth": 2}) == "Hixxx"
+    with pytest.raises(ChatTemplateError, match="chat template failed"):
+        t.render(HI, variables={"depth": "deep"})  # str + int: a TypeError inside the template

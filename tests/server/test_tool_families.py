@@ -164,3 +164,17 @@ def test_bad_reasoning_controls_are_400_naming_the_field(family_server, extra, p
     r = httpx.post(live.base + "/chat/completions", json={
         "model": "smollm2", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, **extra})
     assert r.status_code == 400 and error_of(r)["param"] == param, r.text
+
+
+def test_a_template_variable_of_the_wrong_type_is_a_400_and_the_server_goes_on(family_server):
+    import httpx
+
+    live, client = family_server("typed", generation="{{ 'x' * (repeat + 1) if repeat is defined else '' }}",
+                                 note="")
+    r = httpx.post(live.base + "/chat/completions", json={
+        "model": "smollm2", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1,
+        "chat_template_kwargs": {"repeat": "many"}})
+    assert r.status_code == 400 and "chat template failed" in r.json()["error"]["message"], r.text
+    ok = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Hi"}],
+                                        max_tokens=1, extra_body={"chat_template_kwargs": {"repeat": 2}})
+    assert ok.choices[0].finish_reason == "length"

@@ -178,3 +178,20 @@ def test_a_template_variable_of_the_wrong_type_is_a_400_and_the_server_goes_on(f
     ok = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Hi"}],
                                         max_tokens=1, extra_body={"chat_template_kwargs": {"repeat": 2}})
     assert ok.choices[0].finish_reason == "length"
+
+
+def test_ollama_think_false_turns_thinking_off_as_reasoning_effort_none_does(family_server):
+    import httpx
+
+    live, _ = family_server("qwen3", generation=THINKING_SWITCH, note="")
+
+    def prompt_eval_count(**extra):
+        r = httpx.post(live.url + "/api/chat", timeout=60, json={
+            "model": "smollm2", "messages": [{"role": "user", "content": "Hi"}], "stream": False,
+            "options": {"num_predict": 1, "temperature": 0}, **extra})
+        assert r.status_code == 200, r.text
+        return r.json()["prompt_eval_count"]
+
+    default = prompt_eval_count()
+    assert prompt_eval_count(think=False) > default   # the empty think block is in the prompt
+    assert prompt_eval_count(think=True) == default

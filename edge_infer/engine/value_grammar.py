@@ -51,10 +51,11 @@ class ValueSyntax:
     top_close: str = "}"
     top_kv_sep: str | None = None  # the top level's own key/value separator (Python's "=")
     counted_char: str = "char"   # a rule that is exactly one character of the value (for lengths)
+    escaped_strings: bool = False  # strings carry escapes (JSON's, which Python reads too)
 
     def string_value(self, text: str) -> str:
-        if self.name == "python":
-            return lit(json.dumps(text, ensure_ascii=False))  # a JSON string is a Python literal
+        if self.escaped_strings:
+            return lit(json.dumps(text, ensure_ascii=False))
         return lit(self.string_open + text + self.string_close)
 
     def key(self, name: str, top: bool) -> str:
@@ -74,7 +75,8 @@ FUNCTION_GEMMA = ValueSyntax("function_gemma", string_char='[^<] | "<" [^e<]', s
 # Python literals (ast.literal_eval reads them back): the top level is keyword arguments.
 PYTHON = ValueSyntax("python", string_char='[^"\\\\\\n] | "\\\\" ["\\\\bfnrt]', string_open='"',
                      string_close='"', true="True", false="False", null="None", item_sep=", ",
-                     kv_sep=": ", key_quote='"', top_open="", top_close="", top_kv_sep="=")
+                     kv_sep=": ", key_quote='"', top_open="", top_close="", top_kv_sep="=",
+                     escaped_strings=True)
 SYNTAXES = {"function_gemma": FUNCTION_GEMMA, "python": PYTHON}
 
 
@@ -157,10 +159,9 @@ class _Converter:
     def ref(self, ref: str, top: bool) -> str:
         if not isinstance(ref, str) or not ref.startswith("#/"):
             raise SchemaGrammarError(f"$ref {ref!r}: only local references (#/$defs/...) are supported")
-        name = f"ref-{len(self._refs)}" if ref not in self._refs else self._refs[ref]
         if ref in self._refs:
-            return name
-        self._refs[ref] = name
+            return self._refs[ref]
+        name = self._refs[ref] = f"ref-{len(self._refs)}"
         target = self.root_schema
         for part in ref[2:].split("/"):
             if not isinstance(target, dict) or part not in target:
@@ -171,24 +172,24 @@ class _Converter:
         return name
 
     def free_object(self, top: bool) -> str:
-        if not top or self.s.top_kv_sep is None:
-            return "any-object" if not top else f"{lit(self.s.top_open)} (any-kv ({lit(self.s.item_sep)} any-kv)*)? {lit(self.s.top_close)}"
+        """Any keys: an object, or (Python's top level) any keyword arguments."""
+        if not (top and self.s.top_kv_sep is not None):
+            return "any-object"
         self.rule("py-kwarg", f"[A-Za-z_] [A-Za-z0-9_]* {lit(self.s.top_kv_sep)} any")
         return f'(py-kwarg ({lit(self.s.item_sep)} py-kwarg)*)?'
 
     def array(self, schema: dict, path: str) -> str:
         item = self.value(schema.get("items", True), f"{path}[]")
         lo, hi = int(schema.get("minItems", 0)), schema.get("maxItems")
-        if hi is not None and int(hi) < max(lo, 1):
-            return '"[" "]"' if int(hi) == 0 and lo == 0 else self._no_value(path)
+        if hi is not None and int(hi) < lo:
+            raise SchemaGrammarError(f"{path or 'the arguments'}: minItems is above maxItems")
+        if hi is not None and int(hi) == 0:
+            return '"[" "]"'
         sep = lit(self.s.item_sep)
         more = f"({sep} {item})" + ("*" if hi is None and lo <= 1 else
                                    f"{{{max(lo - 1, 0)},{'' if hi is None else int(hi) - 1}}}")
         items = f"{item} {more}"
         return f'"[" {items if lo else f"({items})?"} "]"'
-
-    def _no_value(self, path: str):
-        raise SchemaGrammarError(f"{path or 'the arguments'}: minItems is above maxItems")
 
     def object(self, schema: dict, path: str, top: bool) -> str:
         props = schema.get("properties") or {}

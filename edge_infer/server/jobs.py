@@ -11,7 +11,7 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
-from edge_infer.engine import (HERMES, WRAPPERS, CallWrapper, FinishEvent, GrammarError, Request,
+from edge_infer.engine import (HERMES, CallWrapper, FinishEvent, GrammarError, Request,
                                RequestStream, SamplingParams, TokenEvent, ToolGrammarError,
                                tool_call_continuation, tool_call_grammar, validate_gbnf)
 from edge_infer.server.errors import APIError, bad_request, from_engine
@@ -61,8 +61,7 @@ def call_constraint(job_shaper, body) -> dict:
     """tool_choice "auto": once the reply opens a call in its family's syntax (Hermes, Mistral,
     Llama 3, FunctionGemma, Gemma tool_code), the rest of it follows the tools' grammar
     (engine: call_trigger / call_grammar). The generic JSON fallback has no trigger."""
-    parser = getattr(job_shaper, "parser", None)
-    wrapper = WRAPPERS.get(getattr(parser, "family", None))
+    wrapper = getattr(getattr(job_shaper, "parser", None), "wrapper", None)
     if wrapper is None or body.forced_tool or body.grammar:
         return {}
     fmt = getattr(body, "response_format", None)
@@ -214,9 +213,9 @@ class Job:
         async for i, ev in self.events():
             c = self.choices[i]
             c.parts.append(ev.text)
-            if isinstance(ev, TokenEvent) and ev.call_began and c.call_began_at is None:
-                c.call_began_at = len(c.parts) - 1
             if isinstance(ev, TokenEvent):
+                if ev.call_began and c.call_began_at is None:
+                    c.call_began_at = len(c.parts) - 1
                 if ev.logprobs is not None:
                     c.logprobs.append((ev.token, ev.logprobs))
             elif (err := generation_error(ev)) is not None:

@@ -14,7 +14,7 @@ from edge_infer.engine.toolcalls import (
     ContentDelta, ToolCallArgsDelta, ToolCallStart, fold_events, parser_named,
 )
 from edge_infer.engine.toolcalls.constrained import FAIL, WAIT, match_loose
-from tests.engine.test_toolcalls import fixed_ids, merged
+from tests.engine.test_toolcalls import assert_starts_before_args, fixed_ids, merged
 
 # What each family's call grammar writes (engine/tool_grammar.py with the wrappers).
 GRAMMAR_WRITTEN = {
@@ -82,12 +82,7 @@ def test_names_go_out_early_and_arguments_in_fragments(family):
     assert first_args == text.index("{", first_start)           # the arguments' first character
     frags = [e for e in events if isinstance(e, ToolCallArgsDelta) and e.index == 0]
     assert len(frags) > 10 and "".join(f.fragment for f in frags) == json.dumps(EXPECTED[family][0][1])
-    started = set()
-    for e in events:
-        if isinstance(e, ToolCallStart):
-            started.add(e.index)
-        elif isinstance(e, ToolCallArgsDelta):
-            assert e.index in started
+    assert_starts_before_args(events)
 
 
 @pytest.mark.parametrize("family", sorted(GRAMMAR_WRITTEN))

@@ -45,6 +45,16 @@ def whole_events(parser, text, **kw):
     return merged(run_chunks(parser, [text], **kw))
 
 
+def assert_starts_before_args(events):
+    """A call starts before any of its argument fragments."""
+    seen = set()
+    for e in events:
+        if isinstance(e, ToolCallStart):
+            seen.add(e.index)
+        elif isinstance(e, ToolCallArgsDelta):
+            assert e.index in seen
+
+
 def call(name, **args):
     return (name, args)
 
@@ -171,13 +181,7 @@ def test_streamed_args_reassemble_to_whole_parse(family, text, content, calls):
         frags = [e.fragment for e in events if isinstance(e, ToolCallArgsDelta) and e.index == s.index]
         assert "".join(frags) == c.arguments_json
         assert s.id == c.id
-    # a call starts before any of its argument fragments
-    seen = set()
-    for e in events:
-        if isinstance(e, ToolCallStart):
-            seen.add(e.index)
-        elif isinstance(e, ToolCallArgsDelta):
-            assert e.index in seen
+    assert_starts_before_args(events)
 
 
 @pytest.mark.parametrize("family,text,content,calls", CASES, ids=CASE_IDS)

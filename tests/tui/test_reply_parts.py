@@ -30,6 +30,14 @@ def shown(widget) -> str:
     return str(widget.render())
 
 
+async def stream_into(live: LiveReply, text: str, step: int) -> None:
+    """A fake stream of small text deltas, drawn after each, then the end of the reply."""
+    for i in range(0, len(text), step):
+        live.feed(text[i:i + step])
+        await live.flush()
+    await live.finish()
+
+
 def assert_parts(view: MessageView) -> None:
     fold = view.query_one(Collapsible)
     assert fold.title == "Reasoning" and fold.collapsed
@@ -85,11 +93,7 @@ async def test_a_plain_reply_renders_as_before():
     app = Host(Message("assistant", text), streamed)
     async with app.run_test(size=(100, 40)) as pilot:
         saved, live_view = app.query(MessageView)
-        live = LiveReply(live_view)
-        for i in range(0, len(text), 3):
-            live.feed(text[i:i + 3])
-            await live.flush()
-        await live.finish()
+        await stream_into(LiveReply(live_view), text, 3)
         await pilot.pause()
         for view in (saved, live_view):
             assert [type(w).__name__ for w in view.children] == ["Label", "Markdown", "Static"]
@@ -181,11 +185,7 @@ async def test_a_reply_whose_template_opened_think_starts_in_its_reasoning():
     app = Host(saved, streamed)
     async with app.run_test(size=(100, 40)) as pilot:
         saved_view, live_view = app.query(MessageView)
-        live = LiveReply(live_view, tc.parser_named("hermes"), starts_in_reasoning=True)
-        for i in range(0, len(text), 4):
-            live.feed(text[i:i + 4])
-            await live.flush()
-        await live.finish()
+        await stream_into(LiveReply(live_view, tc.parser_named("hermes"), starts_in_reasoning=True), text, 4)
         await pilot.pause()
         for view in (saved_view, live_view):
             fold = view.query_one(Collapsible)

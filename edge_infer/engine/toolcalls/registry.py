@@ -30,7 +30,11 @@ class ToolCallParser:
     make_matchers: Callable[[], list[Matcher]]
     triggers: tuple[str, ...] = ()
     think: bool = True        # split <think> blocks off first
-    wrapper: CallWrapper | None = None  # the syntax the engine's call grammar writes for it
+
+    @property
+    def wrapper(self) -> CallWrapper | None:
+        """The syntax the engine's call grammar writes for this family (None: no grammar)."""
+        return WRAPPERS.get(self.family)
 
     def stream(self, id_factory: IdFactory = new_call_id, *, starts_in_reasoning: bool = False,
                constrained: bool = False) -> "StreamParser":
@@ -129,7 +133,7 @@ def parser_for(chat_template: str | None, architecture: str | None = None) -> To
     tmpl, arch = chat_template or "", (architecture or "").lower()
     for entry in _FAMILIES:
         if entry.detect(tmpl, arch):
-            return _with_wrapper(entry.factory())
+            return entry.factory()
     return _FALLBACK["generic"]()
 
 
@@ -150,16 +154,10 @@ def parser_named(family: str) -> ToolCallParser:
     _load_families()
     for entry in _FAMILIES:
         if entry.family == family:
-            return _with_wrapper(entry.factory())
+            return entry.factory()
     if family in _FALLBACK:
         return _FALLBACK[family]()
     raise KeyError(family)
-
-
-def _with_wrapper(parser: ToolCallParser) -> ToolCallParser:
-    if parser.wrapper is None:
-        parser.wrapper = WRAPPERS.get(parser.family)
-    return parser
 
 
 def family_markers(parser: ToolCallParser) -> tuple[str, ...]:

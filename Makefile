@@ -1,6 +1,8 @@
 # Two entry points for a fresh machine (Python 3.10+, a C compiler, make):
 #   make run   - set up, provision the default model, open the edge-infer app
-#   make test  - set up with dev extras, provision the test models, run the suite
+#   make test  - set up with dev extras, provision the test models and the software GPU
+#                (Mesa's Vulkan driver + llama.cpp's Vulkan plug-in, cached), run the suite
+#   make gpu GPU=vulkan|cuda - build (once, cached) and install a GPU backend plug-in
 # The first setup compiles a portable llama-cpp-python (every x86-64 / arm64 CPU; ~25 min on
 # 2 cores), cached by its build flags in ~/.cache/edge-infer/wheels (packaging/llama_wheel.py).
 
@@ -9,12 +11,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EI := $(BIN)/edge-infer
 
-.PHONY: run test setup setup-dev llama models test-models bench bench-native binary binary-dir test-binary clean
+.PHONY: run test setup setup-dev llama models test-models gpu test-gpu bench bench-native binary binary-dir test-binary clean
 
 run: setup models
 	$(EI)
 
-test: setup-dev test-models
+test: setup-dev test-models test-gpu
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 setup: llama $(VENV)/.installed
@@ -35,6 +37,16 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python llama
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python llama
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
+
+# A GPU backend as a plug-in beside the CPU variants: never rebuilds the CPU wheel.
+GPU ?= vulkan
+gpu: setup
+	$(BIN)/python packaging/gpu_plugin.py $(GPU)
+
+# The software GPU every test run uses (tests/gpu): a missing package is installed where
+# apt can; without it the GPU tests skip and say why.
+test-gpu: setup-dev
+	if packaging/vulkan_deps.sh; then $(BIN)/python packaging/gpu_plugin.py vulkan; fi
 
 models: setup
 	$(EI) provision

@@ -20,7 +20,10 @@ class EngineSettings:
     parallel: int = 1           # sequences decoded together (slots)
     n_batch: int = 512          # tokens per llama_decode (decode tokens + prefill chunks)
     n_threads: int = _default_threads()
-    n_gpu_layers: int = 0       # -1 = all layers on the GPU (needs a GPU build of llama.cpp)
+    # None = as many layers as the GPU devices' memory holds (the plan decides; none without
+    # a GPU); 0 = CPU only; -1 = all; N = the last N (engine/placement.py).
+    n_gpu_layers: int | None = None
+    gpu_memory: str = ""        # at most this much on each GPU device ("6GiB"); "" = what it has free
     # One KV buffer shared by all slots: measured 162 vs 126 tok/s at 8 sequences on
     # SmolLM2 (2 cores). Each sequence is still capped at `ctx` tokens.
     kv_unified: bool = True
@@ -62,9 +65,11 @@ class EngineSettings:
             raw = os.environ.get(f"EDGE_INFER_{f.name.upper()}")
             if raw is None:
                 continue
-            if f.type in ("bool", bool):
+            if f.name == "n_gpu_layers" and raw.strip().lower() in ("", "auto"):
+                values[f.name] = None
+            elif f.type in ("bool", bool):
                 values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
-            elif f.name == "chat_template":  # a path: case matters
+            elif f.name in ("chat_template", "gpu_memory"):  # a path or a size: kept as given
                 values[f.name] = raw.strip()
             elif f.type in ("str", str):
                 values[f.name] = raw.strip().lower()

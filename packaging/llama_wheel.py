@@ -3,6 +3,7 @@
     python packaging/llama_wheel.py            # install the portable build into this Python
     python packaging/llama_wheel.py --print    # show the flags, the cache key and the wheel dir
     python packaging/llama_wheel.py --native   # this CPU only (-march=native): for `bench` comparisons
+    python packaging/llama_wheel.py --gpu vulkan   # the same wheel, plus a GPU plug-in beside it
 
 Why not `pip install llama-cpp-python`: llama.cpp then builds with GGML_NATIVE (the build
 CPU's instructions), so a venv or a binary made on an AVX-512 machine dies with SIGILL on
@@ -29,13 +30,12 @@ VERSION = "0.3.36"  # keep equal to the pin in pyproject.toml
 PACKAGE = "llama-cpp-python"
 
 
-def cmake_flags(native: bool = False, system: str | None = None, machine: str | None = None,
-                gpu: str | None = None) -> list[str]:
-    """CMake flags for this platform. EDGE_INFER_GPU=cuda|vulkan adds a GPU backend;
-    EDGE_INFER_CMAKE_ARGS adds anything else (and becomes part of the cache key)."""
+def cmake_flags(native: bool = False, system: str | None = None, machine: str | None = None) -> list[str]:
+    """CMake flags for this platform's CPU wheel. GPU backends are plug-ins built apart
+    (packaging/gpu_plugin.py); EDGE_INFER_CMAKE_ARGS adds anything else (and becomes part
+    of the cache key)."""
     system = system or platform.system()
     machine = (machine or platform.machine()).lower()
-    gpu = (gpu if gpu is not None else os.environ.get("EDGE_INFER_GPU", "")).lower()
     if native:
         flags = ["-DGGML_NATIVE=ON"]
     elif system == "Darwin":
@@ -50,10 +50,6 @@ def cmake_flags(native: bool = False, system: str | None = None, machine: str | 
                  "-DCMAKE_INSTALL_BINDIR=llama_cpp/lib"]
     else:
         flags = ["-DGGML_NATIVE=OFF"]
-    if gpu == "cuda":
-        flags += ["-DGGML_CUDA=ON"]
-    elif gpu == "vulkan":
-        flags += ["-DGGML_VULKAN=ON"]
     flags += os.environ.get("EDGE_INFER_CMAKE_ARGS", "").split()
     return flags
 
@@ -109,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--print", action="store_true", help="print flags, key and wheel folder; build nothing")
     p.add_argument("--wheel-only", action="store_true", help="build or find the wheel, print its path")
     p.add_argument("--target", type=Path, help="install into this folder instead of this Python")
+    p.add_argument("--gpu", choices=["cuda", "vulkan"], default=os.environ.get("EDGE_INFER_GPU") or None,
+                   help="also build (once) and install this GPU backend plug-in (default: $EDGE_INFER_GPU)")
     args = p.parse_args(argv)
     flags = cmake_flags(native=args.native)
     key = cache_key(flags)
@@ -120,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         print(wheel)
         return 0
     install(wheel, key, args.target)
+    if args.gpu:
+        import gpu_plugin  # beside this file
+
+        lib_dir = args.target / "llama_cpp" / "lib" if args.target else None
+        print(f"installed {gpu_plugin.install(args.gpu, lib_dir)}")
     return 0
 
 

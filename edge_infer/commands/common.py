@@ -22,7 +22,10 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
     g.add_argument("--ctx", type=int, help="context per sequence, in tokens (default 4096)")
     g.add_argument("--parallel", type=int, default=parallel_default, help="sequences decoded together")
     g.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
-    g.add_argument("--n-gpu-layers", type=int, help="layers offloaded to the GPU (-1 = all; needs a GPU build)")
+    g.add_argument("--n-gpu-layers", type=int,
+                   help="layers offloaded to GPU devices (default: as many as fit; 0 = CPU only; -1 = all)")
+    g.add_argument("--gpu-memory", metavar="SIZE",
+                   help="use at most this much of each GPU device, e.g. 6GiB (default: what it has free)")
     g.add_argument("--n-batch", type=int, help="tokens per decode step (default 512)")
     g.add_argument("--poll", type=int, metavar="0-100",
                    help="CPU worker threads spin this much before sleeping (default 50, as llama-server; "
@@ -66,7 +69,8 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
 
 def engine_settings(args, **overrides) -> EngineSettings:
     values = dict(ctx=args.ctx, parallel=args.parallel, n_threads=args.threads,
-                  n_gpu_layers=args.n_gpu_layers, n_batch=args.n_batch, kv_unified=args.kv_unified,
+                  n_gpu_layers=args.n_gpu_layers, gpu_memory=getattr(args, "gpu_memory", None),
+                  n_batch=args.n_batch, kv_unified=args.kv_unified,
                   poll=getattr(args, "poll", None),
                   flash_attn=args.flash_attn, cache_type_k=getattr(args, "cache_type_k", None),
                   cache_type_v=getattr(args, "cache_type_v", None), kv_budget=getattr(args, "kv_budget", None),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 
 from edge_infer.config import EngineSettings
 from edge_infer.units import human_bytes, human_count
@@ -16,7 +17,9 @@ def register(subparsers) -> None:
     p.add_argument("model", help="installed model name, catalog alias or path to a .gguf file")
     p.add_argument("--ctx", type=int, help="context per sequence (default: min(4096, trained context))")
     p.add_argument("--parallel", type=int, default=1, help="sequences decoded together (default 1)")
-    p.add_argument("--n-gpu-layers", type=int, help="layers to place on the GPU in the estimate")
+    p.add_argument("--n-gpu-layers", type=int,
+                   help="layers to place on GPU devices in the estimate (default: as many as fit)")
+    p.add_argument("--gpu-memory", metavar="SIZE", help="use at most this much of each GPU device")
     p.add_argument("--n-batch", type=int, help="tokens per decode step (default 512)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=run)
@@ -62,27 +65,30 @@ def _table(info, est, ctx: int, parallel: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from edge_infer.plan import detect_machine, engine_estimate_kwargs, estimate_memory, plan_memory
+    from edge_infer.engine.devices import this_machine
+    from edge_infer.engine.llama import init_backend
+    from edge_infer.engine.placement import gpu_memory_cap
     from edge_infer.gguf.info import read_model_info
+    from edge_infer.plan import engine_estimate_kwargs, estimate_memory, plan_memory
     from edge_infer.store.store import ModelStore
 
     path = ModelStore().resolve(args.model)
     info = read_model_info(path)
     settings = EngineSettings.from_env(parallel=args.parallel, n_gpu_layers=args.n_gpu_layers,
-                                       n_batch=args.n_batch)
+                                       n_batch=args.n_batch, gpu_memory=args.gpu_memory)
     ctx = args.ctx or min(settings.ctx, info.context_length or settings.ctx)
     engine_options = engine_estimate_kwargs(settings)  # as the engine would create its context
-    est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=settings.n_gpu_layers, **engine_options)
-    from edge_infer.engine.llama import init_backend
-
     backend = init_backend()  # loads ggml's backend libraries only, no model
-    machine = detect_machine()
-    plan = plan_memory(info, machine, ctx=args.ctx, parallel=args.parallel, n_gpu_layers=args.n_gpu_layers,
+    machine = this_machine().capped(gpu_memory_cap(settings.gpu_memory))
+    plan = plan_memory(info, machine, ctx=args.ctx, parallel=args.parallel, n_gpu_layers=settings.n_gpu_layers,
                        **engine_options)
+    est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=plan.n_gpu_layers,
+                          split=plan.split or (1.0,), **engine_options)
     if args.json:
         memory = {"ctx": ctx, "parallel": settings.parallel, **est.to_dict()}
         print(json.dumps({"model": info.to_dict(), "memory": memory,
                           "plan": {**plan.to_dict(), "machine": machine.describe()},
+                          "devices": [asdict(d) for d in machine.gpus],
                           "backend": backend.as_dict()}, indent=2))
     else:
         print(_table(info, est, ctx, settings.parallel))
@@ -104,12 +110,15 @@ def backend_lines(b) -> str:
 
 
 def _plan_lines(plan, machine) -> str:
-    """What the memory planner picks for this machine (the same plan `serve` can use)."""
+    """What the memory planner picks for this machine (the same plan `serve` uses), and
+    where each byte goes: a row per device."""
     head = "plan for this machine" if plan.fits else "does not fit this machine"
-    gpu = (f", {plan.n_gpu_layers} layers on the GPU ({human_bytes(plan.estimate.gpu_bytes)})"
-           if plan.n_gpu_layers else "")
-    lines = [f"{head}: ctx {plan.ctx} x {plan.parallel}{gpu}, "
-             f"{human_bytes(plan.estimate.cpu_bytes)} of {human_bytes(plan.ram_budget)} usable RAM",
-             f"  ({machine.describe()})"]
+    lines = [f"{head}: ctx {plan.ctx} x {plan.parallel}, {plan.n_gpu_layers} of {plan.n_layer_slots} "
+             f"layers on GPU devices", f"  ({machine.describe()})"]
+    budgets = dict(zip(plan.devices, plan.device_budgets))
+    for device, layers, used in plan.placement():
+        usable = budgets.get(device, plan.ram_budget)
+        lines.append(f"  {device:<10} {layers:>3} of {plan.n_layer_slots} layers  {human_bytes(used):>10}"
+                     f"  of {human_bytes(usable)} usable")
     lines += [f"  {note}" for note in plan.notes]
     return "\n".join(lines)

@@ -17,7 +17,8 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from edge_infer.plan import detect_machine, fit_verdict
+    from edge_infer.engine.devices import this_machine
+    from edge_infer.plan import fit_verdict
     from edge_infer.errors import ModelFileError
     from edge_infer.store.partials import list_partials
     from edge_infer.units import human_bytes
@@ -26,7 +27,7 @@ def main(args) -> int:
     from edge_infer.store.store import ModelStore
 
     store = ModelStore()
-    machine = detect_machine()
+    machine = this_machine()
     rows = []
     # Per model, the highest precision first.
     models = sorted(store.installed(), key=lambda m: (m.family.lower(), -bits_per_weight(m.quant)))

@@ -37,7 +37,9 @@ def main(args) -> int:
         return bar
 
     client = HubClient(timeout=args.timeout or 10.0)
-    puller = Puller(client=client, progress=progress, say=lambda m: print(m, flush=True),
+    from edge_infer.engine.devices import this_machine
+
+    puller = Puller(client=client, progress=progress, say=lambda m: print(m, flush=True), machine=this_machine(),
                     downloader_options={"retries": args.retries})
     try:
         result = puller.pull(args.spec, ctx=args.ctx, parallel=args.parallel)

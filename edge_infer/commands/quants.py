@@ -23,7 +23,8 @@ def register(sub) -> None:
 def main(args) -> int:
     from dataclasses import asdict
 
-    from edge_infer.plan import detect_machine, plan_memory
+    from edge_infer.engine.devices import this_machine
+    from edge_infer.plan import plan_memory
     from edge_infer.errors import EdgeInferError
     from edge_infer.units import human_bytes
     from edge_infer.store.hub import HubClient, parse_spec
@@ -37,7 +38,7 @@ def main(args) -> int:
         groups = [g for g in groups if g.matches(quant)]
     if not groups:
         raise EdgeInferError(f"{repo} has no GGUF files{' at ' + quant if quant else ''}")
-    machine = detect_machine()
+    machine = this_machine()
     fits = level_fits(client, listing, groups, machine, args.ctx, args.parallel)
     try:
         chosen = choose_level(fits)
@@ -68,7 +69,7 @@ def main(args) -> int:
     print(f"  header read by range request: {human_bytes(client.bytes_read)} (nothing downloaded)")
     print(f"  this machine: {machine.describe()}")
     print(f"  verdicts at ctx {fits[0].fit.ctx} x {args.parallel} sequence{'s' if args.parallel != 1 else ''}\n")
-    gpu = bool(machine.gpus)
+    gpu = bool(machine.devices)
     several = len({lf.group.stem for lf in fits}) > 1
     cols = ["QUANT", "SIZE", "BPW", "RAM NEED", "RAM"] + (["GPU NEED", "GPU"] if gpu else []) + ["FILE"]
     rows = []

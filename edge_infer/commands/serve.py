@@ -83,8 +83,8 @@ def main(args) -> int:
         more = (f"; {others} other installed model{'s' * (others != 1)} load on request within "
                 f"{host.budget}" if host.on_demand and others > 0 else "")
         print(f"edge-infer: serving {engine.name} at {where}\n  {s.parallel} slots x {engine.n_ctx_seq} "
-              f"tokens, {s.n_threads} threads, API key {'required' if key else 'off'}{more}; Ctrl-C stops",
-              file=sys.stderr, flush=True)
+              f"tokens, {s.n_threads} threads, {where_layers(engine)}, API key {'required' if key else 'off'}"
+              f"{more}; Ctrl-C stops", file=sys.stderr, flush=True)
         uvicorn_server(app, args.log_level).run(sockets=[sock])
     finally:
         sock.close()
@@ -93,6 +93,13 @@ def main(args) -> int:
         if host is not None:
             host.close()
     return 0
+
+
+def where_layers(engine) -> str:
+    """'CPU only', or 'Vulkan0: 31 of 31 layers' (every device that holds layers)."""
+    plan = engine.placement.plan
+    on = [f"{d}: {n} of {plan.n_layer_slots} layers" for d, n, _ in plan.placement() if d != "CPU" and n]
+    return ", ".join(on) if on else "CPU only"
 
 
 def serving_host(args, parallel: int | None):

@@ -17,13 +17,19 @@ def __getattr__(name):
     if name in ("Engine", "BadRequestError"):
         from edge_infer.engine import engine
         return getattr(engine, name)
+    if name in ("list_devices", "this_machine"):
+        from edge_infer.engine import devices
+        return getattr(devices, name)
+    if name == "place":
+        from edge_infer.engine.placement import place
+        return place
     if name == "quantize_file":
         from edge_infer.engine.quantize import quantize_file
         return quantize_file
     raise AttributeError(name)
 
 
-__all__ = ["Engine", "BadRequestError", "quantize_file", "Request", "SamplingParams", "Completion",
+__all__ = ["Engine", "BadRequestError", "quantize_file", "list_devices", "this_machine", "place", "Request", "SamplingParams", "Completion",
            "FinishEvent", "RequestStream", "TokenEvent", "GrammarError", "validate_gbnf",
            "EngineSnapshot", "RequestStats", "tool_call_grammar", "tool_call_continuation", "CallWrapper",
            "HERMES", "WRAPPERS", "ToolGrammarError", "template_supports_tools", "TEMPLATE_RESERVED"]

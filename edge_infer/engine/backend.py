@@ -25,6 +25,11 @@ log = logging.getLogger("edge_infer.backend")
 _GPU_BACKENDS = ("cuda", "hip", "metal", "vulkan", "sycl", "opencl", "musa", "blas")
 
 
+def gpu_plugins(directory: Path) -> list[Path]:
+    """GPU backend libraries installed beside the CPU variants (packaging/gpu_plugin.py)."""
+    return [path for name in _GPU_BACKENDS for path in sorted(directory.glob(f"*ggml-{name}.*"))]
+
+
 @dataclass
 class BackendInfo:
     """What this process runs llama.cpp on; shown by inspect, the Stats tab and /v1/props."""
@@ -37,6 +42,7 @@ class BackendInfo:
     extra_bufts_reason: str
     devices: list[str] = field(default_factory=list)   # ggml devices, e.g. ["CPU", "CUDA0"]
     lib_dir: str = ""
+    gpu_plugins: list[str] = field(default_factory=list)  # GPU backend libraries beside the CPU variants
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -80,6 +86,9 @@ def _ggml(directory: Path) -> ctypes.CDLL:
         ("ggml_backend_dev_count", ctypes.c_size_t, []),
         ("ggml_backend_dev_get", vp, [ctypes.c_size_t]),
         ("ggml_backend_dev_name", cp, [vp]),
+        ("ggml_backend_dev_description", cp, [vp]),
+        ("ggml_backend_dev_memory", None, [vp, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
+        ("ggml_backend_reg_name", cp, [vp]),
         ("ggml_backend_dev_type", ctypes.c_int, [vp]),
         ("ggml_backend_dev_backend_reg", vp, [vp]),
         ("ggml_backend_reg_get_proc_address", vp, [vp, cp]),
@@ -142,14 +151,16 @@ def load_backends(variant_request: str, extra_setting: str, features: cpu.CpuFea
             tried = ", ".join(candidates)
             raise EdgeInferError(f"llama.cpp refused every CPU backend tried ({tried}): "
                                  "this CPU lacks what they need")
-        for name in _GPU_BACKENDS:
-            for path in directory.glob(f"*ggml-{name}.*"):
-                if ggml.ggml_backend_load(str(path).encode()):
-                    log.info("loaded ggml backend %s", path.name)
+        for path in gpu_plugins(directory):
+            # A plug-in whose driver or runtime is missing is refused (NULL): the CPU still runs.
+            if ggml.ggml_backend_load(str(path).encode()):
+                log.info("loaded ggml backend %s", path.name)
+            else:
+                log.warning("llama.cpp could not load %s (is its driver or runtime installed?)", path.name)
     devices, offered = _extra_bufts(ggml)
     use, reason = cpu.decide_extra_bufts(features, offered, extra_setting)
     interesting = sorted(f for f in features.flags if f.startswith(("avx", "amx", "fma", "f16c", "sse4", "bmi2", "asimd", "sve", "i8mm")))
     return BackendInfo(cpu_model=features.model, cpu_flags=interesting, variant=variant,
                        variants_available=sorted(variants, key=cpu.variant_rank), extra_bufts_offered=offered,
                        use_extra_bufts=use, extra_bufts_reason=reason, devices=devices,
-                       lib_dir=str(directory))
+                       lib_dir=str(directory), gpu_plugins=[p.name for p in gpu_plugins(directory)])

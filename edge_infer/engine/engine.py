@@ -16,11 +16,10 @@ from collections import deque
 from pathlib import Path
 
 from edge_infer.config import EngineSettings
-from edge_infer.plan.estimate import estimate_memory
-from edge_infer.plan.fit import engine_estimate_kwargs
 from edge_infer.plan.kv_types import check_kv_types, ggml_type
 from edge_infer.engine.embedding import Embedder
-from edge_infer.engine.llama import ContextParams, LlamaContext, LlamaModel, capture_log
+from edge_infer.engine.llama import ContextParams, LlamaContext, capture_log
+from edge_infer.engine.placement import load_model, place
 from edge_infer.engine.load_report import kv_bytes_reported
 from edge_infer.engine.postprocess import Outcome
 from edge_infer.engine.prompt import BadRequestError, Prompter, read_template_file
@@ -57,15 +56,16 @@ class Engine:
             raise EdgeInferError("--kv-budget sizes the shared KV pool: drop --kv-split")
         # The memory plan sizes the pool (--kv-budget, default two contexts): one source of
         # truth for what `inspect`, the fit verdicts and llama.cpp get.
-        self.plan = estimate_memory(self.info, s.ctx, s.parallel, n_gpu_layers=s.n_gpu_layers,
-                                    **engine_estimate_kwargs(s))
+        # ... and places the layers on llama.cpp's devices (auto: what fits; engine/placement.py).
+        self.placement = place(self.info, s)
+        self.plan = self.placement.plan.estimate
         with capture_log() as load_log:
-            self.model = LlamaModel(Path(model_path), n_gpu_layers=s.n_gpu_layers)
+            self.model = load_model(Path(model_path), self.placement, load_log)
             self.ctx = LlamaContext(self.model, ContextParams(
                 n_ctx=self.plan.n_ctx, n_seq_max=s.parallel, n_batch=s.n_batch,
                 n_threads=s.n_threads, kv_unified=s.kv_unified, swa_full=s.swa_full,
                 flash_attn=s.flash_attn, type_k=ggml_type(s.cache_type_k),
-                type_v=ggml_type(s.cache_type_v), poll=s.poll))
+                type_v=ggml_type(s.cache_type_v), poll=s.poll, op_offload=self.placement.n_gpu_layers != 0))
         self.load_log = load_log  # llama.cpp's own report of its buffers
         self.backend, self.kv_bytes = self.model.backend, kv_bytes_reported(load_log)
         # What one sequence may hold: `ctx`, or the whole pool when it is smaller.

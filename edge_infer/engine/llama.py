@@ -87,21 +87,29 @@ def _default_params_without_extra_bufts() -> None:
     llama_cpp.llama_model_default_params = default_params
 
 
+class ModelLoadError(RuntimeError):
+    """llama_model_load_from_file returned NULL (out of device memory, a bad file, ...)."""
+
+
 class LlamaModel:
     """A loaded GGUF model (weights + vocab). Read-only after load; shareable across threads
     for tokenizing."""
 
-    def __init__(self, path: Path, n_gpu_layers: int = 0, vocab_only: bool = False):
+    def __init__(self, path: Path, n_gpu_layers: int = 0, vocab_only: bool = False,
+                 tensor_split: tuple[float, ...] = ()):
         info = init_backend()
         params = llama_cpp.llama_model_default_params()
         params.use_extra_bufts = info.use_extra_bufts
         params.n_gpu_layers = n_gpu_layers
+        if tensor_split:  # llama.cpp reads llama_max_devices() floats; keep them alive with the model
+            self._split = (ctypes.c_float * llama_cpp.llama_max_devices())(*tensor_split)
+            params.tensor_split = self._split
         params.vocab_only = vocab_only
         self.backend = info  # which CPU variant and buffer types this model runs on
         self.path = Path(path)
         self.handle = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.handle:
-            raise RuntimeError(f"llama.cpp could not load {self.path} (run with -v for its log)")
+            raise ModelLoadError(f"llama.cpp could not load {self.path} (run with -v for its log)")
         self.vocab = llama_cpp.llama_model_get_vocab(self.handle)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.n_swa = llama_cpp.llama_model_n_swa(self.handle)
@@ -179,6 +187,9 @@ class ContextParams:
     type_k: int = 1           # ggml type ids of the KV cache (1 = f16; plan/kv_types.py)
     type_v: int = 1
     poll: int = 50            # CPU threadpool polling; -1 = none attached (engine/threadpool.py)
+    # llama.cpp runs large-batch ops of CPU-held weights on a GPU when one is loaded, even with
+    # no layer offloaded; off when the user asked for the CPU alone (--n-gpu-layers 0).
+    op_offload: bool = True
 
 
 class LlamaContext:
@@ -194,6 +205,7 @@ class LlamaContext:
         params.n_threads_batch = p.n_threads
         params.kv_unified = p.kv_unified
         params.swa_full = p.swa_full
+        params.op_offload = p.op_offload
         params.type_k, params.type_v = p.type_k, p.type_v
         params.flash_attn_type = {"on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
                                   "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED}.get(

@@ -16,3 +16,22 @@ def _sum(pattern: re.Pattern, lines: list[str]) -> int:
 
 def kv_bytes_reported(lines: list[str]) -> int:
     return _sum(_KV, lines)
+
+
+# "load_tensors:      Vulkan0 model buffer size =    92.10 MiB", "... CUDA0 KV buffer size", ...
+_BUFFER = re.compile(r"\b([\w.-]+) (model|KV|compute|RS) buffer size\s*=\s*([\d.]+)\s*MiB")
+# Host-side buffers: CPU RAM whatever device they serve (mapped weights, repacked weights,
+# pinned staging buffers of a GPU backend).
+_HOST = re.compile(r"^(CPU|AMX|KLEIDIAI)(_\w+)?$|_Host$")
+
+
+def device_buffers(lines: list[str]) -> dict[str, dict[str, int]]:
+    """llama.cpp's own report of its buffers at load, by device: {"Vulkan0": {"model": n,
+    "KV": n, "compute": n}, "CPU": {...}}; host buffers (CPU_Mapped, Vulkan_Host, ...) count as CPU."""
+    found: dict[str, dict[str, int]] = {}
+    for line in lines:
+        for name, kind, mib in _BUFFER.findall(line):
+            device = "CPU" if _HOST.search(name) else name
+            kinds = found.setdefault(device, {})
+            kinds[kind] = kinds.get(kind, 0) + int(float(mib) * MiB)
+    return found

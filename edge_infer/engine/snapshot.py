@@ -11,6 +11,7 @@ import functools
 import time
 import psutil
 
+from edge_infer.engine.placement import device_memory
 from edge_infer.engine.scheduler import cells_in_use
 from edge_infer.engine.sequence import Sequence, Status
 from edge_infer.engine.stats import EngineSnapshot, RequestSnapshot, decode_rate
@@ -45,7 +46,8 @@ def build_snapshot(engine) -> EngineSnapshot:
         prompt_cache_misses_total=cache.misses, prompt_cache_evictions_total=cache.evictions,
         prompt_cache_restored_tokens_total=mem.restored_tokens,
         draft_max=engine.speculation.default_max if engine.speculation.supported else 0,
-        draft_tokens_total=stats.draft_tokens, draft_accepted_total=stats.draft_accepted)
+        draft_tokens_total=stats.draft_tokens, draft_accepted_total=stats.draft_accepted,
+        devices=device_memory(engine.placement, engine.load_log))
 
 
 @functools.cache

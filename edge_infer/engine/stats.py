@@ -54,6 +54,25 @@ class RequestSnapshot:
 
 
 @dataclass(frozen=True)
+class DeviceMemory:
+    """One llama.cpp device of a loaded model: what llama.cpp allocated there at load (its
+    buffer report), what the plan said, and the device's free and total memory now."""
+    device: str              # "CPU", "Vulkan0", "CUDA0"
+    kind: str                # cpu | gpu | igpu | remote
+    layers: int              # layer slots placed there (repeating layers + output)
+    model_bytes: int
+    kv_bytes: int
+    compute_bytes: int
+    planned_bytes: int
+    free_bytes: int = 0
+    total_bytes: int = 0
+
+    @property
+    def allocated_bytes(self) -> int:
+        return self.model_bytes + self.kv_bytes + self.compute_bytes
+
+
+@dataclass(frozen=True)
 class EngineSnapshot:
     model: str
     n_slots: int
@@ -88,6 +107,7 @@ class EngineSnapshot:
     draft_max: int = 0                  # the server's default drafted tokens per step (0 = off)
     draft_tokens_total: int = 0
     draft_accepted_total: int = 0
+    devices: tuple[DeviceMemory, ...] = ()  # where the model lives, the CPU first
 
     @property
     def draft_acceptance(self) -> float:

@@ -52,23 +52,23 @@ class Budget:
 
 def machine_budget(ram_bytes: int | None = None, max_models: int = 0) -> Budget:
     """The default budget: a share of the RAM (and VRAM) free now, or `ram_bytes`."""
-    from edge_infer.plan.machine import detect_machine
+    from edge_infer.engine.devices import this_machine
 
-    machine = detect_machine()
+    machine = this_machine()  # RAM and llama.cpp's GPU devices
     ram = ram_bytes if ram_bytes is not None else int(machine.ram_available * RAM_SHARE)
-    vram = int(machine.gpu_free * RAM_SHARE) if machine.gpu_offload else 0
+    vram = int(machine.gpu_free * RAM_SHARE)
     return Budget(ram=ram, vram=vram, max_models=max_models)
 
 
 def plan_footprint(path: Path, settings) -> Footprint:
-    """The memory plan of `path` loaded with `settings`, as the engine will make it."""
+    """The memory plan of `path` loaded with `settings`, placed on this machine's devices as
+    the engine will place it (engine/placement.py). Memory on an integrated GPU is RAM."""
+    from edge_infer.engine.placement import place
     from edge_infer.gguf.info import read_model_info
-    from edge_infer.plan.estimate import estimate_memory
-    from edge_infer.plan.fit import engine_estimate_kwargs
 
-    plan = estimate_memory(read_model_info(path), settings.ctx, settings.parallel,
-                           n_gpu_layers=settings.n_gpu_layers, **engine_estimate_kwargs(settings))
-    return Footprint(plan.cpu_bytes, plan.gpu_bytes)
+    plan = place(read_model_info(path), settings).plan
+    est = plan.estimate
+    return Footprint(est.cpu_bytes, est.gpu_bytes)
 
 
 def engine_footprint(engine, otherwise: Footprint) -> Footprint:

@@ -47,6 +47,8 @@ class MemoryEstimate:
     output_on_gpu: bool
     gpu_bytes: int
     cpu_bytes: int
+    device_bytes: tuple[int, ...] = ()   # gpu_bytes by offload device, in the split's order
+    device_layers: tuple[int, ...] = ()  # layer slots (repeating + output) on each of them
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -83,7 +85,7 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
                     *, n_ubatch: int | None = None, kv_unified: bool = False,
                     flash_attn: bool = False, k_type_bytes: float | None = None,
                     v_type_bytes: float | None = None, kv_budget: str = "",
-                    prompt_cache_bytes: int = 0) -> MemoryEstimate:
+                    prompt_cache_bytes: int = 0, split: tuple[float, ...] = (1.0,)) -> MemoryEstimate:
     """Bytes llama.cpp will need for `parallel` sequences of `ctx` tokens each.
 
     n_ubatch defaults to n_batch (the engine decodes whole batches). n_gpu_layers
@@ -91,6 +93,8 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
     the extra slot) go to the GPU; negative = all. KV lives with its layer.
     k_type_bytes / v_type_bytes (bytes per element, plan/kv_types.py) default to kv_type_bytes.
     kv_budget sizes the unified pool (plan/kv_pool.py); prompt_cache_bytes is added to RAM.
+    split: the share of offloaded layers each device gets (llama.cpp's tensor_split, in its
+    device order); device_bytes says where each byte goes.
     """
     if ctx <= 0 or parallel <= 0:
         raise ValueError("ctx and parallel must be positive")
@@ -151,6 +155,17 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
     gpu = gpu_layer_weights + gpu_kv
     if output_on_gpu:
         gpu += info.output_weight_bytes + duplicated + compute
+    owner = layer_devices(n_layer, slots, split)
+    per_device = [0] * len(split)
+    per_layers = [0] * len(split)
+    for il, dev in enumerate(owner):
+        if dev is None:
+            continue
+        per_layers[dev] += 1
+        if il < n_layer:
+            per_device[dev] += info.layer_weight_bytes[il] + kv_layers[il]
+        else:  # the output layer, with the compute buffer of the device that computes logits
+            per_device[dev] += info.output_weight_bytes + duplicated + compute
     weights = info.weights_bytes + duplicated
     cpu = (weights + kv_bytes + output + prompt_cache_bytes + runtime
            - gpu_layer_weights - gpu_kv - (info.output_weight_bytes + duplicated if output_on_gpu else 0)
@@ -161,8 +176,29 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
         compute_resident_bytes=compute_resident, runtime_bytes=runtime, output_bytes=output,
         total_bytes=total, prompt_cache_bytes=prompt_cache_bytes, kv_bytes_per_token=kv_per_token, n_ctx=n_ctx, n_ctx_seq=n_ctx_seq,
         swa_cells=swa_cells, gpu_layers=n_layer - min(first_gpu, n_layer), output_on_gpu=output_on_gpu,
-        gpu_bytes=gpu, cpu_bytes=cpu,
+        gpu_bytes=gpu, cpu_bytes=cpu, device_bytes=tuple(per_device) if slots else (),
+        device_layers=tuple(per_layers) if slots else (),
     )
+
+
+def layer_devices(n_layer: int, slots: int, split: tuple[float, ...]) -> list[int | None]:
+    """Which offload device holds each of the n_layer + 1 layer slots (the output layer is
+    the last), None for the CPU: llama.cpp's rule (llama-model.cpp, load_tensors) -- the last
+    `slots` go to the devices, cut at the cumulative shares of `split`."""
+    total = sum(split) or 1.0
+    bounds, acc = [], 0.0
+    for share in split:
+        acc += share
+        bounds.append(acc / total)
+    first = n_layer + 1 - slots
+    owner: list[int | None] = []
+    for il in range(n_layer + 1):
+        if il < first or slots == 0:
+            owner.append(None)
+            continue
+        frac = (il - first) / slots
+        owner.append(min(next((i for i, b in enumerate(bounds) if b > frac), len(bounds) - 1), len(bounds) - 1))
+    return owner
 
 
 def largest_where(lo: int, hi: int, ok) -> int:

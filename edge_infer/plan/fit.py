@@ -63,18 +63,32 @@ class Fit:
 
 def fit_verdict(info: ModelInfo, machine: Machine, ctx: int | None = None, parallel: int = 1,
                 **estimate_kwargs) -> Fit:
-    """Does this model fit this machine at ctx x parallel, in RAM and (all layers) on the GPU?"""
+    """Does this model fit this machine at ctx x parallel, in RAM and (all layers) on its
+    offload devices (split by their free memory, as llama.cpp splits)?"""
     ctx = ctx or default_ctx(info)
     estimate_kwargs = {**engine_estimate_kwargs(), **estimate_kwargs}
     cpu = estimate_memory(info, ctx, parallel, n_gpu_layers=0, **estimate_kwargs)
     gpu_need = gpu = None
-    if machine.gpus:
-        on_gpu = estimate_memory(info, ctx, parallel, n_gpu_layers=-1, **estimate_kwargs)
+    devices = machine.devices
+    if devices:
+        on_gpu = estimate_memory(info, ctx, parallel, n_gpu_layers=-1, split=device_split(d.free_bytes for d in devices),
+                                 **estimate_kwargs)
         gpu_need = on_gpu.gpu_bytes
-        gpu = verdict(gpu_need, machine.gpu_free)
-        if on_gpu.cpu_bytes > machine.ram_available:
+        # The verdict of the tightest device: each must hold its share.
+        order = {FITS: 0, TIGHT: 1, NO_FIT: 2}
+        gpu = max((verdict(need, d.free_bytes) for need, d in zip(on_gpu.device_bytes, devices)),
+                  key=order.__getitem__)
+        host = on_gpu.cpu_bytes + sum(n for n, d in zip(on_gpu.device_bytes, devices) if d.shares_ram)
+        if host > machine.ram_available:
             gpu = NO_FIT  # the host share must fit too
     return Fit(ctx, parallel, cpu.total_bytes, verdict(cpu.total_bytes, machine.ram_available), gpu_need, gpu)
+
+
+def device_split(free_bytes) -> tuple[float, ...]:
+    """Each device's share of the offloaded layers: its free memory (llama.cpp's default)
+    or the plan's budget for it."""
+    free = tuple(float(max(b, 0)) for b in free_bytes)
+    return free if sum(free) > 0 else tuple(1.0 for _ in free)
 
 
 def default_ctx(info: ModelInfo) -> int:
@@ -93,10 +107,23 @@ class MemoryPlan:
     gpu_budget: int
     fits: bool
     notes: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()          # offload devices, llama.cpp's names, in its order
+    device_budgets: tuple[int, ...] = ()   # what the plan may put on each
+    split: tuple[float, ...] = ()          # llama.cpp's tensor_split for them
+    n_layer_slots: int = 0                 # the model's repeating layers + 1 (output)
+
+    def placement(self) -> list[tuple[str, int, int]]:
+        """(device, layer slots, bytes) for each device, the CPU first: where each byte goes."""
+        on_devices = sum(self.estimate.device_layers)
+        rows = [("CPU", self.n_layer_slots - on_devices, self.estimate.cpu_bytes)]
+        rows += list(zip(self.devices, self.estimate.device_layers or (0,) * len(self.devices),
+                         self.estimate.device_bytes or (0,) * len(self.devices)))
+        return rows
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["notes"] = list(self.notes)
+        out["placement"] = [{"device": d, "layers": n, "bytes": b} for d, n, b in self.placement()]
         return out
 
 
@@ -105,42 +132,68 @@ def plan_memory(info: ModelInfo, machine: Machine | None = None, *, ctx: int | N
                 headroom: float = 0.9, min_ctx: int = MIN_CTX_STEP, **estimate_kwargs) -> MemoryPlan:
     """Pick n_gpu_layers, ctx and parallel slots for the memory this machine has free.
 
-    Given values are kept; the rest are chosen: as many layers on the GPU as its budget
-    holds (output layer last, as llama.cpp counts them), then the most slots up to
-    `max_parallel`, then the longest context up to the one asked for (default
-    min(4096, trained)). Budgets are `headroom` of free RAM and free GPU memory.
-    When nothing fits, the plan is the smallest configuration with fits=False.
+    Given values are kept; the rest are chosen: as many layers on the offload devices as
+    their budgets hold (output layer last, as llama.cpp counts them; split across devices
+    by layer_split), then the most slots up to `max_parallel`, then the
+    longest context up to the one asked for (default min(4096, trained)). Budgets are
+    `headroom` of free RAM and of each device's free memory; an integrated GPU's bytes
+    count against RAM too. When nothing fits, the plan is the smallest configuration
+    with fits=False.
     """
     machine = machine or machines.detect_machine()
     estimate_kwargs = {**engine_estimate_kwargs(), **estimate_kwargs}
+    devices = machine.devices
     ram_budget = int(machine.ram_available * headroom)
-    gpu_budget = int(machine.gpu_free * headroom) if machine.gpu_offload else 0
+    budgets = tuple(int(d.free_bytes * headroom) for d in devices)
+    gpu_budget = sum(budgets)
     want_ctx = ctx or default_ctx(info)
     slots = [parallel] if parallel else list(range(max(1, max_parallel), 0, -1))
+    split = layer_split(info, budgets, estimate_kwargs, want_ctx, slots[0]) if devices else (1.0,)
     notes: list[str] = []
-    if n_gpu_layers and not machine.gpu_offload:
-        notes.append("no GPU offload on this machine (or a CPU build of llama.cpp): every layer stays on the CPU")
+    n_slots = info.block_count + 1
+    if n_gpu_layers and not devices:
+        notes.append("no GPU device (or no GPU backend plug-in): every layer stays on the CPU")
         n_gpu_layers = 0
+    if n_gpu_layers is not None and (n_gpu_layers < 0 or n_gpu_layers > n_slots):
+        if n_gpu_layers > n_slots:
+            notes.append(f"--n-gpu-layers {n_gpu_layers} is more than the model's {n_slots} "
+                         f"({info.block_count} layers + output): all {n_slots} offloaded")
+        n_gpu_layers = n_slots
+
+    def estimate(c: int, p: int, layers: int) -> MemoryEstimate:
+        return estimate_memory(info, c, p, n_gpu_layers=layers, split=split, **estimate_kwargs)
+
+    def on_devices(est: MemoryEstimate) -> bool:
+        """Each device holds its share; an integrated GPU's share is RAM too."""
+        shared = [b for b, d in zip(est.device_bytes, devices) if d.shares_ram]
+        return (all(b <= cap for b, cap in zip(est.device_bytes, budgets))
+                and (not shared or est.cpu_bytes + sum(shared) <= ram_budget))
+
+    def within(est: MemoryEstimate) -> bool:
+        return on_devices(est) and est.cpu_bytes <= ram_budget
 
     def layers_for(c: int, p: int) -> int:
         if n_gpu_layers is not None:
             return n_gpu_layers
         if gpu_budget <= 0:
             return 0
-        return largest_where(0, info.block_count + 1, lambda layers: estimate_memory(
-            info, c, p, n_gpu_layers=layers, **estimate_kwargs).gpu_bytes <= gpu_budget)
+        return largest_where(0, n_slots, lambda layers: on_devices(estimate(c, p, layers)))
 
     def attempt(c: int, p: int) -> tuple[bool, int, MemoryEstimate]:
         layers = layers_for(c, p)
-        est = estimate_memory(info, c, p, n_gpu_layers=layers, **estimate_kwargs)
-        return est.cpu_bytes <= ram_budget and est.gpu_bytes <= gpu_budget, layers, est
+        est = estimate(c, p, layers)
+        return within(est), layers, est
+
+    def made(layers: int, c: int, p: int, est: MemoryEstimate, ok: bool) -> MemoryPlan:
+        return MemoryPlan(layers, c, p, est, ram_budget, gpu_budget, ok, tuple(notes),
+                          tuple(d.name for d in devices), budgets, split if devices else (), n_slots)
 
     for p in slots:
         ok, layers, est = attempt(want_ctx, p)
         if ok:
             if p < slots[0]:
                 notes.append(f"{p} slots instead of {slots[0]}: more do not fit")
-            return MemoryPlan(layers, want_ctx, p, est, ram_budget, gpu_budget, True, tuple(notes))
+            return made(layers, want_ctx, p, est, True)
     p = slots[-1]
     if ctx is None:  # shorten the context until it fits
         best = largest_where(1, max(1, want_ctx // MIN_CTX_STEP), lambda steps: attempt(steps * MIN_CTX_STEP, p)[0])
@@ -148,14 +201,35 @@ def plan_memory(info: ModelInfo, machine: Machine | None = None, *, ctx: int | N
             c = best * MIN_CTX_STEP
             ok, layers, est = attempt(c, p)
             notes.append(f"context {c} instead of {want_ctx}: a longer one does not fit")
-            return MemoryPlan(layers, c, p, est, ram_budget, gpu_budget, True, tuple(notes))
+            return made(layers, c, p, est, True)
     c = want_ctx if ctx else min(want_ctx, min_ctx)
     ok, layers, est = attempt(c, p)
-    notes.append(f"needs {est.cpu_bytes / GiB:.2f} GiB RAM"
-                 + (f" and {est.gpu_bytes / GiB:.2f} GiB GPU" if est.gpu_bytes else "")
-                 + f"; {ram_budget / GiB:.2f} GiB RAM" + (f", {gpu_budget / GiB:.2f} GiB GPU" if gpu_budget else "")
-                 + " can be used")
-    return MemoryPlan(layers, c, p, est, ram_budget, gpu_budget, False, tuple(notes))
+    notes.append(shortfall(est, ram_budget, devices, budgets))
+    return made(layers, c, p, est, False)
+
+
+def layer_split(info: ModelInfo, budgets: tuple[int, ...], estimate_kwargs: dict, ctx: int,
+                parallel: int) -> tuple[float, ...]:
+    """Shares of the layers for several devices: what each budget holds once the last device
+    (which computes the logits: output weights and the compute buffer) has set that aside.
+    A split by free memory alone would overfill a small last device."""
+    if len(budgets) < 2:
+        return device_split(budgets)
+    output = estimate_memory(info, ctx, parallel, n_gpu_layers=1, **estimate_kwargs).gpu_bytes
+    room = list(budgets)
+    room[-1] = max(room[-1] - output, 0)
+    return device_split(room) if sum(room) > 0 else device_split(budgets)
+
+
+def shortfall(est: MemoryEstimate, ram_budget: int, devices, budgets) -> str:
+    """What a plan that does not fit needs, where, against what may be used there."""
+    parts = [f"needs {est.cpu_bytes / GiB:.2f} GiB RAM"]
+    for d, need, cap in zip(devices, est.device_bytes, budgets):
+        if need:
+            parts.append(f"{need / GiB:.2f} GiB on {d.name}")
+    can = [f"{ram_budget / GiB:.2f} GiB RAM"] + [f"{cap / GiB:.2f} GiB on {d.name}"
+                                                  for d, need, cap in zip(devices, est.device_bytes, budgets) if need]
+    return " and ".join(parts) + "; " + ", ".join(can) + " can be used"
 
 
 def plan_settings(info: ModelInfo, settings=None, machine: Machine | None = None, *,

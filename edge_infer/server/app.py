@@ -16,6 +16,7 @@ import functools
 import hmac
 import time
 import weakref
+from dataclasses import asdict
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -156,14 +157,18 @@ class Server:
         return SafeJSONResponse(self.engine_for(request.query_params.get("model")).snapshot().to_dict())
 
     async def props(self, request: Request) -> Response:
-        """What this server runs on (llama-server's /props): model, settings, CPU backend."""
+        """What this server runs on (llama-server's /props): model, settings, CPU backend, and
+        where the model's layers and bytes are (per device, llama.cpp's buffers and the plan)."""
         self.check_key(request)
         engine = self.engine_for(request.query_params.get("model"))
         backend = getattr(engine, "backend", None)
         settings = getattr(engine, "settings", None)
+        placement = getattr(engine, "placement", None)
         return SafeJSONResponse({"model": engine.name,
                              "settings": settings.__dict__ if settings is not None else None,
-                             "backend": backend.as_dict() if backend is not None else None})
+                             "backend": backend.as_dict() if backend is not None else None,
+                             "n_gpu_layers": placement.n_gpu_layers if placement is not None else 0,
+                             "devices": [asdict(d) for d in engine.snapshot().devices]})
 
     async def prometheus(self, request: Request) -> Response:
         self.check_key(request)

@@ -81,6 +81,28 @@ class EngineCollector:
             c = CounterMetricFamily(f"edge_infer_{name}", doc, labels=list(labels))
             c.add_metric(list(labels.values()), value)
             yield c
+        yield from self._device_families(s)
+
+    def _device_families(self, s):
+        """Per device: what llama.cpp allocated for this model there (by buffer kind), and
+        the device's free and total memory."""
+        used = GaugeMetricFamily("edge_infer_device_memory_bytes",
+                                 "Memory llama.cpp allocated for the model on each device, by buffer",
+                                 labels=["model", "device", "buffer"])
+        free = GaugeMetricFamily("edge_infer_device_free_bytes", "Free memory of each device",
+                                 labels=["model", "device"])
+        total = GaugeMetricFamily("edge_infer_device_total_bytes", "Total memory of each device",
+                                  labels=["model", "device"])
+        layers = GaugeMetricFamily("edge_infer_device_layers", "Layers of the model placed on each device",
+                                   labels=["model", "device"])
+        for d in s.devices:
+            for buffer, value in (("model", d.model_bytes), ("kv", d.kv_bytes), ("compute", d.compute_bytes)):
+                used.add_metric([s.model, d.device, buffer], value)
+            layers.add_metric([s.model, d.device], d.layers)
+            if d.total_bytes:
+                free.add_metric([s.model, d.device], d.free_bytes)
+                total.add_metric([s.model, d.device], d.total_bytes)
+        yield from (used, free, total, layers)
 
 
 class Metrics:

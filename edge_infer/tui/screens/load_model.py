@@ -1,5 +1,5 @@
 """Load a model: GPU layers, threads, context and slots, KV cache types and pool, with the
-memory plan shown first."""
+memory plan shown first: what each device (CPU, each GPU) gets, updated as fields change."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from edge_infer.plan.kv_types import DEFAULT_KV_TYPE, KV_TYPES, check_kv_types
 from edge_infer.units import MiB
 
 FIELDS = [("ctx", "context per sequence"), ("parallel", "parallel slots"),
-          ("n_threads", "CPU threads"), ("n_gpu_layers", "GPU layers (-1 = all)")]
+          ("n_threads", "CPU threads"), ("n_gpu_layers", "GPU layers (blank = fit)")]
+OPTIONAL = {"n_gpu_layers"}  # blank = the plan decides
 TYPES = [("cache_type_k", "K cache type"), ("cache_type_v", "V cache type")]
 NUMBERS = "Enter whole numbers (context at least 16)."
 
@@ -29,6 +30,7 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
         super().__init__()
         self.label, self.path, self.settings = label, path, settings
         self.info = None
+        self.machine = None  # RAM and llama.cpp's devices, read once on mount
         self.problem = ""  # why chosen() gave None: shown in the plan, one line
 
     def compose(self) -> ComposeResult:
@@ -39,7 +41,9 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
             with Grid(id="load-grid"):
                 for name, text in FIELDS:
                     yield Label(text)
-                    yield Input(str(getattr(s, name)), id=f"l-{name}", type="integer", compact=True)
+                    value = getattr(s, name)
+                    yield Input("" if value is None else str(value), id=f"l-{name}", type="integer",
+                                compact=True, placeholder="as many as fit" if name in OPTIONAL else "")
                 for name, text in TYPES:
                     yield Label(text)
                     # A type this dialog does not offer (set by env) falls back to the default.
@@ -59,8 +63,11 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
     def on_mount(self) -> None:
         from edge_infer.gguf.info import read_model_info
 
+        from edge_infer.engine import this_machine
+
         try:
             self.info = read_model_info(self.path)
+            self.machine = this_machine()
         except EdgeInferError as exc:
             self._refuse(str(exc))
             return
@@ -70,8 +77,12 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
         """The settings the fields describe, or None with self.problem saying why (never raises)."""
         values = {}
         for name in [n for n, _ in FIELDS] + ["prompt_cache_mib"]:
+            text = self.query_one(f"#l-{name}", Input).value.strip()
+            if name in OPTIONAL and not text:
+                values[name] = None
+                continue
             try:
-                values[name] = int(self.query_one(f"#l-{name}", Input).value)
+                values[name] = int(text)
             except ValueError:
                 self.problem = NUMBERS
                 return None
@@ -101,7 +112,8 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
     @on(Input.Changed)
     @on(Select.Changed)
     def update_plan(self) -> None:
-        from edge_infer.plan import NO_FIT, engine_estimate_kwargs, estimate_memory, verdict
+        from edge_infer.engine import place
+        from edge_infer.plan import NO_FIT, verdict
 
         if self.info is None:  # not read yet, or unreadable (on_mount said why)
             return
@@ -109,15 +121,15 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
         if s is None:
             self._refuse(self.problem)
             return
-        try:  # a memory budget too small for llama.cpp's minimum pool is only known here
-            est = estimate_memory(self.info, s.ctx, s.parallel, n_gpu_layers=s.n_gpu_layers,
-                                  **engine_estimate_kwargs(s))
+        try:  # a pool too small for llama.cpp, or layers a device cannot hold, are only known here
+            placement = place(self.info, s, self.machine)
         except EdgeInferError as exc:
             self._refuse(str(exc))
             return
+        est = placement.plan.estimate
         self.query_one("#load", Button).disabled = False
         free = psutil.virtual_memory().available
-        fit = verdict(est.total_bytes, free)  # the same rule as the installed table's verdicts
+        fit = verdict(est.cpu_bytes, free)  # the same rule as the installed table's verdicts (GPU bytes are not RAM)
         fit = f"[red]{fit}[/red]" if fit == NO_FIT else fit
         warn = "" if s.ctx <= self.info.context_length else \
             f"\n[yellow]trained context is {self.info.context_length}: quality may drop beyond it[/yellow]"
@@ -126,7 +138,8 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
             f"+ compute {est.compute_resident_bytes / MiB:.0f} MiB + runtime {est.runtime_bytes / MiB:.0f} MiB "
             f"+ prompt cache cap {est.prompt_cache_bytes / MiB:.0f} MiB = [b]{est.total_bytes / MiB:.0f} MiB[/b] "
             f"({free / MiB:.0f} MiB available: {fit})\n"
-            f"KV pool {est.n_ctx} cells, {est.kv_bytes / MiB:.0f} MiB (K {s.cache_type_k}, V {s.cache_type_v}){warn}")
+            f"KV pool {est.n_ctx} cells, {est.kv_bytes / MiB:.0f} MiB (K {s.cache_type_k}, V {s.cache_type_v})\n"
+            f"where: {placement.describe()}{warn}")
 
     @on(Button.Pressed)
     def done(self, event: Button.Pressed) -> None:

@@ -96,7 +96,8 @@ class HubBrowser(Widget):
 
     @work(thread=True, exclusive=True, group="hub-quants")
     def list_levels(self, repo: str) -> None:
-        from edge_infer.plan import detect_machine, engine_estimate_kwargs
+        from edge_infer.engine import this_machine
+        from edge_infer.plan import engine_estimate_kwargs
         from edge_infer.store.hub import HubClient
         from edge_infer.store.pull import level_fits
 
@@ -105,7 +106,7 @@ class HubBrowser(Widget):
             client = HubClient()
             listing = client.listing(repo)
             groups = listing.gguf_groups()
-            fits = level_fits(client, listing, groups, detect_machine(), settings.ctx, settings.parallel,
+            fits = level_fits(client, listing, groups, this_machine(), settings.ctx, settings.parallel,
                               **engine_estimate_kwargs(settings)) if groups else []
         except Exception as exc:
             self.app.call_from_thread(self._failed, f"Cannot list {repo}", exc)

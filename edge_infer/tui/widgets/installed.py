@@ -62,9 +62,10 @@ class InstalledModels(Widget):
 
     @work(thread=True, group="probe-gpus")
     def _probe_gpus(self) -> None:
-        from edge_infer.plan import query_nvidia_gpus
+        from edge_infer.engine import list_devices
 
-        gpus = query_nvidia_gpus()
+        # llama.cpp's devices (loading its backends the first time: off the UI thread).
+        gpus = tuple(d for d in list_devices() if d.kind not in ("cpu", "accel"))
         if gpus:
             self.app.call_from_thread(self._set_gpus, gpus)
 
@@ -75,7 +76,7 @@ class InstalledModels(Widget):
     def machine(self):
         from edge_infer.plan import detect_machine
 
-        return detect_machine(gpu_query=lambda: self._gpus)
+        return detect_machine(self._gpus)
 
     def verdict(self, model, machine) -> str:
         from edge_infer.plan import engine_estimate_kwargs, fit_verdict

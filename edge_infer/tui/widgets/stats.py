@@ -67,7 +67,8 @@ class StatsPane(Widget):
         self.prefill_history.append(snap.prefill_tok_s)
         backend = getattr(engine, "backend", None)
         self.query_one("#stats-model", Static).update(
-            f"[b]{self.host.description}[/b]" + (f"\n{backend.summary()}" if backend else ""))
+            f"[b]{self.host.description}[/b]" + (f"\n{backend.summary()}" if backend else "")
+            + _devices_text(snap))
         self._bar("rss", snap.rss_bytes, self.total_ram, f"{snap.rss_bytes / MiB:.0f} MiB of {self.total_ram / MiB:.0f} MiB RAM")
         self._bar("weights", snap.weights_bytes, max(snap.rss_bytes, 1), f"{snap.weights_bytes / MiB:.0f} MiB")
         self._bar("kv", snap.kv_cells_used, snap.kv_cells_total,
@@ -105,3 +106,18 @@ def _speculation_text(snap) -> str:
         return ""
     return (f"\nn-gram drafts: {snap.draft_acceptance:.0%} accepted "
             f"({snap.draft_accepted_total} of {snap.draft_tokens_total} tokens)")
+
+
+def _devices_text(snap) -> str:
+    """Each GPU device holding layers: layers, llama.cpp's buffers there, its free memory.
+    Nothing when the model runs on the CPU alone."""
+    gpus = [d for d in snap.devices if d.device != "CPU" and d.layers]
+    if not gpus:
+        return ""
+    parts = [f"{d.device}: {d.layers} layers, {d.allocated_bytes / MiB:.0f} MiB"
+             + (f" ({d.free_bytes / MiB:.0f} of {d.total_bytes / MiB:.0f} MiB free)" if d.total_bytes else "")
+             for d in gpus]
+    cpu = next((d for d in snap.devices if d.device == "CPU"), None)
+    if cpu is not None:
+        parts.insert(0, f"CPU: {cpu.layers} layers")
+    return "\n" + " · ".join(parts)

@@ -152,6 +152,10 @@ def run_one(path: Path, layers: int, args, cpu_tokens: list[int] | None) -> dict
 
 
 def check(args) -> int:
+    if args.crash_test:  # proves the backtrace capture of `device`: a SIGSEGV in native code
+        import ctypes
+        print("crashing on purpose (--crash-test)", flush=True)
+        ctypes.string_at(0)
     from edge_infer.engine import this_machine
     from edge_infer.gguf.info import read_model_info
 
@@ -228,14 +232,28 @@ def report(run: dict, cpu: dict) -> None:
     print(f"  seconds: {run['seconds']}", flush=True)
 
 
-def debugger(python_cmd: list[str]) -> list[str]:
+# Run; on a crash (the program stopped on a signal, so no exit code was set), print the
+# native stack of every thread, then let the signal go on so Python's faulthandler prints
+# the Python stack too. A clean exit skips both.
+GDB_SCRIPT = """set pagination off
+handle SIGPIPE nostop noprint
+set $_exitcode = -999
+run
+if $_exitcode == -999
+  thread apply all bt 30
+  continue
+end
+"""
+
+
+def debugger(python_cmd: list[str], out: Path) -> list[str]:
     """The command under gdb (or cuda-gdb) in batch mode: a crash prints a native backtrace."""
     gdb = shutil.which("gdb") or shutil.which("cuda-gdb")
     if not gdb:
         return python_cmd
-    return [gdb, "-q", "-batch", "-return-child-result", "-ex", "set pagination off",
-            "-ex", "handle SIGPIPE nostop noprint", "-ex", "run", "-ex", "thread apply all bt 30",
-            "--args", *python_cmd]
+    script = out / "gdb-commands.txt"
+    script.write_text(GDB_SCRIPT)
+    return [gdb, "-q", "-batch", "-return-child-result", "-x", str(script), "--args", *python_cmd]
 
 
 def device(args) -> int:
@@ -253,12 +271,13 @@ def device(args) -> int:
         cmd = [sys.executable, str(Path(__file__).resolve()), "check", model, "--layers", args.layers,
                "--threads", str(args.threads), "--poll", str(args.poll), "--ctx", str(args.ctx), "--parallel", str(args.parallel),
                "--max-tokens", str(args.max_tokens), "--json", str(out / f"{name}.json")]
-        cmd += [] if args.fill_pool else ["--no-fill"]
+        cmd += ([] if args.fill_pool else ["--no-fill"]) + (["--crash-test"] if args.crash_test else [])
         cmd += (["--speed"] if args.speed else []) + (["--gpu-memory", args.gpu_memory] if args.gpu_memory else [])
         log = out / f"{name}.log"
-        print(f"\n== {model} ({' '.join(debugger(['python'])[:1])}) -> {log}", flush=True)
+        wrapped = debugger(cmd, out)
+        print(f"\n== {model} ({Path(wrapped[0]).name}) -> {log}", flush=True)
         with log.open("w") as f:
-            proc = subprocess.run(debugger(cmd), env=env, stdout=f, stderr=subprocess.STDOUT, timeout=args.timeout)
+            proc = subprocess.run(wrapped, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=args.timeout)
         text = log.read_text(errors="replace")
         print(text[-6000:] if proc.returncode else "\n".join(
             line for line in text.splitlines() if not line.startswith(("[New Thread", "[Thread", "[Inferior"))))
@@ -289,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("--parallel", type=int, default=4)
         q.add_argument("--max-tokens", type=int, default=32)
         q.add_argument("--speed", action="store_true", help="also tok/s at 1 and 8 sequences, GPU vs CPU")
+        q.add_argument("--crash-test", action="store_true", help=argparse.SUPPRESS)
         q.add_argument("--no-fill", dest="fill_pool", action="store_false",
                        help="skip filling the KV pool (a software GPU reports no memory change for it)")
     c.add_argument("--json", help="write the results here")

@@ -6,8 +6,9 @@ the plan says. Each check is packaging/gpu_check.py, the script a lent GPU machi
 from __future__ import annotations
 
 import json
+import shutil
 
-from tests.gpu.conftest import gpu_check, run
+from tests.gpu.conftest import ROOT, gpu_check, run
 
 MiB = 2**20
 
@@ -67,3 +68,22 @@ def test_inspect_shows_the_device_and_where_each_layer_goes(gpu_env, smollm2_pat
     assert rows["Vulkan0"]["layers"] == 31 and rows["CPU"]["layers"] == 0
     text = run(["-m", "edge_infer", "inspect", smollm2_path], gpu_env, timeout=300).stdout
     assert "Vulkan0" in text and "31 of 31 layers" in text
+
+
+def test_device_script_runs_under_a_debugger_and_keeps_a_crash(gpu_env, smollm2_path, tmp_path):
+    """The lent-GPU script (`gpu_check.py device`), dry-run on the software device: a clean
+    check passes through gdb; a crash leaves the native and the Python stack in its log."""
+    common = ["--gpu", "vulkan", "--threads", "1", "--poll", "0", "--ctx", "128", "--parallel", "1",
+              "--max-tokens", "3", "--no-fill", "--layers", "all"]
+    ok = run([ROOT / "packaging" / "gpu_check.py", "device", smollm2_path, "--out", tmp_path / "ok", *common],
+             gpu_env)
+    assert ok.returncode == 0 and "DEVICE CHECK OK" in ok.stdout, ok.stdout[-3000:] + ok.stderr[-2000:]
+    result = json.loads((tmp_path / "ok" / f"{smollm2_path.stem}.json").read_text())
+    assert result["ok"] and result["devices"] == ["Vulkan0"]
+    crash = run([ROOT / "packaging" / "gpu_check.py", "device", smollm2_path, "--out", tmp_path / "crash",
+                 "--crash-test", *common], gpu_env)
+    assert crash.returncode == 1 and "DEVICE CHECK FAILED" in crash.stdout
+    log = (tmp_path / "crash" / f"{smollm2_path.stem}.log").read_text()
+    assert "SIGSEGV" in log and "Fatal Python error: Segmentation fault" in log and "in check" in log
+    if shutil.which("gdb"):
+        assert "#0 " in log  # gdb's native backtrace

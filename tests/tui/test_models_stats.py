@@ -29,6 +29,7 @@ async def test_models_tab_lists_installed_and_loads_with_a_plan(make_app, monkey
         await wait_for(pilot, lambda: "weights" in shown())
         plan = shown()
         assert "weights" in plan and "KV" in plan and "MiB" in plan
+        assert "where: CPU: 31 layers" in plan  # no GPU device in this process: every layer on the CPU
         ctx = app.screen.query_one("#l-ctx", Input)
         ctx.value = "1536"
         assert "1536" not in plan  # the plan follows the inputs ...

@@ -34,10 +34,53 @@ def list_devices() -> tuple[Device, ...]:
         reg = ggml.ggml_backend_dev_backend_reg(dev)
         if reg and (ggml.ggml_backend_reg_name(reg) or b"").decode() == "RPC":
             kind = REMOTE
-        found.append(Device(name=(ggml.ggml_backend_dev_name(dev) or b"?").decode(),
-                            total_bytes=total.value, free_bytes=free.value, kind=kind,
-                            description=(ggml.ggml_backend_dev_description(dev) or b"").decode().strip()))
+        name = (ggml.ggml_backend_dev_name(dev) or b"?").decode()
+        found.append(Device(name=name, total_bytes=total.value, free_bytes=free.value, kind=kind,
+                            description=(ggml.ggml_backend_dev_description(dev) or b"").decode().strip(),
+                            max_tensor_bytes=_max_tensor(ggml, dev, name, kind, total.value)))
     return tuple(found)
+
+
+class _InitParams(ctypes.Structure):  # struct ggml_init_params
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
+
+
+_max_tensor_cache: dict[str, int] = {}
+_GGML_TYPE_F32 = 0
+
+
+def _max_tensor(ggml, dev, name: str, kind: str, total: int) -> int:
+    """The largest tensor the device computes with, 0 = no limit below its memory: asked of the
+    backend itself (ggml_backend_dev_supports_op on an unallocated F32 add, bisected). Vulkan
+    refuses ops on tensors over maxStorageBufferRange (128 MiB on Mesa's llvmpipe), and then
+    llama.cpp keeps such a weight, and its op, on the CPU."""
+    if kind == CPU or name in _max_tensor_cache:
+        return _max_tensor_cache.get(name, 0)
+    vp = ctypes.c_void_p
+    for fn, res, args in (("ggml_init", vp, [_InitParams]), ("ggml_free", None, [vp]),
+                          ("ggml_new_tensor_1d", vp, [vp, ctypes.c_int, ctypes.c_int64]),
+                          ("ggml_add", vp, [vp, vp, vp]), ("ggml_backend_dev_supports_op", ctypes.c_bool, [vp, vp])):
+        getattr(ggml, fn).restype, getattr(ggml, fn).argtypes = res, args
+    ctx = ggml.ggml_init(_InitParams(64 * 1024, None, True))  # tensor headers only, no data
+
+    def supported(nbytes: int) -> bool:
+        a = ggml.ggml_new_tensor_1d(ctx, _GGML_TYPE_F32, nbytes // 4)
+        return bool(ggml.ggml_backend_dev_supports_op(dev, ggml.ggml_add(ctx, a, a)))
+
+    try:
+        top = max(total, 1 << 30)
+        if supported(top) or not supported(1 << 20):
+            limit = 0
+        else:  # bisect in MiB between 1 MiB (supported) and top (refused)
+            lo, hi = 1, top >> 20
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if supported(mid << 20) else (lo, mid)
+            limit = lo << 20
+    finally:
+        ggml.ggml_free(ctx)
+    _max_tensor_cache[name] = limit
+    return limit
 
 
 def this_machine() -> Machine:

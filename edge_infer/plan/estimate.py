@@ -85,7 +85,8 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
                     *, n_ubatch: int | None = None, kv_unified: bool = False,
                     flash_attn: bool = False, k_type_bytes: float | None = None,
                     v_type_bytes: float | None = None, kv_budget: str = "",
-                    prompt_cache_bytes: int = 0, split: tuple[float, ...] = (1.0,)) -> MemoryEstimate:
+                    prompt_cache_bytes: int = 0, split: tuple[float, ...] = (1.0,),
+                    max_tensor: int = 0) -> MemoryEstimate:
     """Bytes llama.cpp will need for `parallel` sequences of `ctx` tokens each.
 
     n_ubatch defaults to n_batch (the engine decodes whole batches). n_gpu_layers
@@ -149,12 +150,22 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
 
     gpu_layer_weights = sum(info.layer_weight_bytes[first_gpu:])
     gpu_kv = sum(kv_layers[first_gpu:])
+    logits = n_ubatch * info.vocab_size * 4
+    # llama.cpp places the output matrix where the device supports a 512-row product with it;
+    # a device that refuses tensors past max_tensor (Vulkan: maxStorageBufferRange, 128 MiB on
+    # llvmpipe) keeps that matrix, and so the logits, on the CPU.
+    output_matrix = info.input_weight_bytes if info.tied_embeddings else info.output_weight_bytes
+    too_big = max_tensor and max(output_matrix, 512 * info.vocab_size * 4) > max_tensor
+    output_weights_on_gpu = output_on_gpu and not too_big
     # Tied embeddings: a GPU output layer gets its own copy of token_embd (the input
     # layer always stays on the CPU), so those bytes count twice.
-    duplicated = info.input_weight_bytes if output_on_gpu and info.tied_embeddings else 0
-    gpu = gpu_layer_weights + gpu_kv
-    if output_on_gpu:
-        gpu += info.output_weight_bytes + duplicated + compute
+    duplicated = info.input_weight_bytes if output_weights_on_gpu and info.tied_embeddings else 0
+    gpu_output = 0
+    if output_weights_on_gpu:
+        gpu_output = info.output_weight_bytes + duplicated + compute
+    elif output_on_gpu:  # the layers' activations on the device, the logits on the CPU
+        gpu_output = compute - logits
+    gpu = gpu_layer_weights + gpu_kv + gpu_output
     owner = layer_devices(n_layer, slots, split)
     per_device = [0] * len(split)
     per_layers = [0] * len(split)
@@ -165,11 +176,15 @@ def estimate_memory(info: ModelInfo, ctx: int, parallel: int, n_gpu_layers: int 
         if il < n_layer:
             per_device[dev] += info.layer_weight_bytes[il] + kv_layers[il]
         else:  # the output layer, with the compute buffer of the device that computes logits
-            per_device[dev] += info.output_weight_bytes + duplicated + compute
+            per_device[dev] += gpu_output
     weights = info.weights_bytes + duplicated
+    if not output_on_gpu:
+        cpu_compute = compute_resident
+    else:  # the rows of logits a step writes, when the CPU computes them
+        cpu_compute = 0 if output_weights_on_gpu else compute_resident - (compute - logits)
     cpu = (weights + kv_bytes + output + prompt_cache_bytes + runtime
-           - gpu_layer_weights - gpu_kv - (info.output_weight_bytes + duplicated if output_on_gpu else 0)
-           + (0 if output_on_gpu else compute_resident))
+           - gpu_layer_weights - gpu_kv - (info.output_weight_bytes + duplicated if output_weights_on_gpu else 0)
+           + cpu_compute)
     total = cpu + gpu
     return MemoryEstimate(
         weights_bytes=weights, kv_bytes=kv_bytes, compute_bytes=compute,

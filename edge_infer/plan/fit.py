@@ -72,7 +72,7 @@ def fit_verdict(info: ModelInfo, machine: Machine, ctx: int | None = None, paral
     devices = machine.devices
     if devices:
         on_gpu = estimate_memory(info, ctx, parallel, n_gpu_layers=-1, split=device_split(d.free_bytes for d in devices),
-                                 **estimate_kwargs)
+                                 max_tensor=devices[-1].max_tensor_bytes, **estimate_kwargs)
         gpu_need = on_gpu.gpu_bytes
         # The verdict of the tightest device: each must hold its share.
         order = {FITS: 0, TIGHT: 1, NO_FIT: 2}
@@ -148,6 +148,8 @@ def plan_memory(info: ModelInfo, machine: Machine | None = None, *, ctx: int | N
     gpu_budget = sum(budgets)
     want_ctx = ctx or default_ctx(info)
     slots = [parallel] if parallel else list(range(max(1, max_parallel), 0, -1))
+    max_tensor = devices[-1].max_tensor_bytes if devices else 0  # the last device computes the logits
+    estimate_kwargs["max_tensor"] = max_tensor
     split = layer_split(info, budgets, estimate_kwargs, want_ctx, slots[0]) if devices else (1.0,)
     notes: list[str] = []
     n_slots = info.block_count + 1

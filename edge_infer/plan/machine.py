@@ -27,6 +27,7 @@ class Device:
     free_bytes: int
     kind: str = GPU
     description: str = ""
+    max_tensor_bytes: int = 0  # the largest tensor an op may use there (0 = no limit below memory)
 
     @property
     def shares_ram(self) -> bool:

@@ -62,6 +62,7 @@ def test_inspect_shows_the_device_and_where_each_layer_goes(gpu_env, smollm2_pat
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert [d["name"] for d in out["devices"]] == ["Vulkan0"]
+    assert out["devices"][0]["max_tensor_bytes"] == 128 * MiB  # llvmpipe's maxStorageBufferRange, asked of ggml
     plan = out["plan"]
     assert plan["devices"] == ["Vulkan0"] and plan["n_gpu_layers"] == 31  # offload is the default
     rows = {r["device"]: r for r in plan["placement"]}

@@ -5,7 +5,7 @@ import pytest
 
 from edge_infer.config import EngineSettings
 from edge_infer.errors import EdgeInferError
-from edge_infer.plan import FITS, NO_FIT, Machine, estimate_memory, fit_verdict, plan_memory
+from edge_infer.plan import FITS, NO_FIT, Machine, engine_estimate_kwargs, estimate_memory, fit_verdict, plan_memory
 from edge_infer.plan.estimate import layer_devices
 from edge_infer.plan.machine import GPU, IGPU, Device
 from edge_infer.units import GiB, MiB
@@ -126,3 +126,23 @@ def test_llama_cpp_buffer_report_by_device():
     found = device_buffers(log)
     assert found["Vulkan0"] == {"model": int(92.10 * MiB), "KV": 90 * MiB, "compute": int(98.25 * MiB)}
     assert found["CPU"] == {"model": 27 * MiB, "compute": int(10.02 * MiB)}
+
+
+def test_a_device_that_refuses_big_tensors_keeps_the_output_on_the_cpu(gemma3_path, smol):
+    """Vulkan refuses ops on tensors over maxStorageBufferRange (128 MiB on llvmpipe): Gemma 3's
+    262k-token output matrix and its 512-row logits stay on the CPU, SmolLM2's go to the device."""
+    from edge_infer.gguf.info import read_model_info
+
+    gemma = read_model_info(gemma3_path)
+    free = estimate_memory(gemma, 2048, 4, n_gpu_layers=-1)
+    capped = estimate_memory(gemma, 2048, 4, n_gpu_layers=-1, max_tensor=128 * MiB)
+    logits = 512 * gemma.vocab_size * 4
+    assert free.gpu_bytes - capped.gpu_bytes == gemma.output_weight_bytes + gemma.input_weight_bytes + logits
+    assert capped.device_layers == (gemma.block_count + 1,)  # the slot is the device's, the matrix is not
+    assert capped.cpu_bytes > free.cpu_bytes
+    small_vocab = estimate_memory(smol, 2048, 4, n_gpu_layers=-1, max_tensor=128 * MiB)
+    assert small_vocab.gpu_bytes == estimate_memory(smol, 2048, 4, n_gpu_layers=-1).gpu_bytes
+    machine = Machine(8 * GiB, 8 * GiB, (Device("Vulkan0", 2 * GiB, 2 * GiB, GPU, max_tensor_bytes=128 * MiB),), True)
+    plan = plan_memory(gemma, machine, ctx=2048, parallel=4)
+    as_engine = estimate_memory(gemma, 2048, 4, n_gpu_layers=-1, max_tensor=128 * MiB, **engine_estimate_kwargs())
+    assert plan.n_gpu_layers == gemma.block_count + 1 and plan.estimate.device_bytes == as_engine.device_bytes

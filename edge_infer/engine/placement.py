@@ -42,9 +42,10 @@ def gpu_memory_cap(text: str) -> int | None:
         raise EdgeInferError(str(exc)) from None
 
 
-def place(info: ModelInfo, settings, machine: Machine | None = None) -> Placement:
+def place(info: ModelInfo, settings, machine: Machine | None = None, *, warn: bool = True) -> Placement:
     """The plan for these settings on this machine's devices; raises EdgeInferError (one
-    line, with the numbers) when asked-for layers cannot fit a device."""
+    line, with the numbers) when asked-for layers cannot fit a device. warn=False for a
+    plan that only previews a load (memory budgets, the Load dialog): the load warns."""
     s = settings
     asked = s.n_gpu_layers
     if asked is not None and asked < -1:
@@ -55,7 +56,7 @@ def place(info: ModelInfo, settings, machine: Machine | None = None) -> Placemen
 
         machine = this_machine()
     machine = machine.capped(cap)
-    if asked and not machine.devices:
+    if warn and asked and not machine.devices:
         from edge_infer.engine.devices import missing_plugin_hint
 
         log.warning("--n-gpu-layers %d: no GPU device, every layer stays on the CPU (%s)", asked, missing_plugin_hint())
@@ -63,7 +64,7 @@ def place(info: ModelInfo, settings, machine: Machine | None = None) -> Placemen
     # user gave may use all of it.
     plan = plan_memory(info, machine, ctx=s.ctx, parallel=s.parallel, n_gpu_layers=asked,
                        **engine_estimate_kwargs(s))
-    for note in plan.notes:
+    for note in plan.notes if warn else ():
         if "--n-gpu-layers" in note:
             log.warning(note)
     if asked:

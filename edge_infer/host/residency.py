@@ -66,7 +66,7 @@ def plan_footprint(path: Path, settings) -> Footprint:
     from edge_infer.engine.placement import place
     from edge_infer.gguf.info import read_model_info
 
-    plan = place(read_model_info(path), settings).plan
+    plan = place(read_model_info(path), settings, warn=False).plan
     est = plan.estimate
     return Footprint(est.cpu_bytes, est.gpu_bytes)
 

@@ -122,7 +122,7 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
             self._refuse(self.problem)
             return
         try:  # a pool too small for llama.cpp, or layers a device cannot hold, are only known here
-            placement = place(self.info, s, self.machine)
+            placement = place(self.info, s, self.machine, warn=False)
         except EdgeInferError as exc:
             self._refuse(str(exc))
             return

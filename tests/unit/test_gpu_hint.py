@@ -1,0 +1,19 @@
+"""A GPU asked for where none can be used names what to do: the plug-in to build, or the driver."""
+
+from types import SimpleNamespace
+
+from edge_infer.engine import devices, llama
+
+
+def test_no_plugin_names_the_one_to_build(monkeypatch):
+    monkeypatch.setattr(llama, "init_backend", lambda: SimpleNamespace(gpu_plugins=[]))
+    monkeypatch.setattr(devices, "_has_nvidia", lambda: False)
+    assert "`make gpu GPU=vulkan`" in devices.missing_plugin_hint()
+    monkeypatch.setattr(devices, "_has_nvidia", lambda: True)
+    assert "`make gpu GPU=cuda`" in devices.missing_plugin_hint()
+
+
+def test_a_plugin_without_a_device_points_at_the_driver(monkeypatch):
+    monkeypatch.setattr(llama, "init_backend", lambda: SimpleNamespace(gpu_plugins=["libggml-vulkan.so"]))
+    hint = devices.missing_plugin_hint()
+    assert "libggml-vulkan.so" in hint and "driver" in hint

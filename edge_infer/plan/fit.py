@@ -64,15 +64,16 @@ class Fit:
 def fit_verdict(info: ModelInfo, machine: Machine, ctx: int | None = None, parallel: int = 1,
                 **estimate_kwargs) -> Fit:
     """Does this model fit this machine at ctx x parallel, in RAM and (all layers) on its
-    offload devices (split by their free memory, as llama.cpp splits)?"""
+    offload devices (split as the plan splits: layer_split)?"""
     ctx = ctx or default_ctx(info)
     estimate_kwargs = {**engine_estimate_kwargs(), **estimate_kwargs}
     cpu = estimate_memory(info, ctx, parallel, n_gpu_layers=0, **estimate_kwargs)
     gpu_need = gpu = None
     devices = machine.devices
     if devices:
-        on_gpu = estimate_memory(info, ctx, parallel, n_gpu_layers=-1, split=device_split(d.free_bytes for d in devices),
-                                 max_tensor=devices[-1].max_tensor_bytes, **estimate_kwargs)
+        estimate_kwargs["max_tensor"] = devices[-1].max_tensor_bytes
+        split = layer_split(info, tuple(d.free_bytes for d in devices), estimate_kwargs, ctx, parallel)
+        on_gpu = estimate_memory(info, ctx, parallel, n_gpu_layers=-1, split=split, **estimate_kwargs)
         gpu_need = on_gpu.gpu_bytes
         # The verdict of the tightest device: each must hold its share.
         order = {FITS: 0, TIGHT: 1, NO_FIT: 2}

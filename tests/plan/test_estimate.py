@@ -87,7 +87,7 @@ def test_gpu_split(smol):
     # On the GPU the whole compute reserve is allocated for real (VRAM), on the CPU only touched.
     assert full.cpu_bytes == smol.input_weight_bytes + full.output_bytes + full.runtime_bytes
     assert full.total_bytes == (cpu_only.total_bytes + smol.input_weight_bytes
-                                + full.compute_bytes - cpu_only.compute_resident_bytes)
+                                + full.device_compute_bytes - cpu_only.compute_resident_bytes)
 
 
 def test_max_context(smol):

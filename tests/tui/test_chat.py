@@ -180,3 +180,28 @@ async def test_a_model_that_cannot_load_is_a_notification_and_the_message_comes_
         assert app.query_one("#prompt", Input).value == "Hello there."
         assert len(app.query(MessageView)) == 0 and chat.loading is None
         assert app.host.names() == [app.host.current.name]
+
+
+async def test_a_reply_seen_as_done_already_holds_its_text(make_app, monkeypatch):
+    """The last render of a reply is awaited after its last token; a reply that shows as done
+    (no stream, stats set) must hold its text by then. A loaded full run once saw '' there."""
+    import asyncio
+
+    from edge_infer.tui.widgets.reply_parts import LiveReply
+
+    real_finish = LiveReply.finish
+
+    async def slow_finish(self):
+        await asyncio.sleep(0.5)  # a busy machine's last Markdown render
+        return await real_finish(self)
+
+    monkeypatch.setattr(LiveReply, "finish", slow_finish)
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.host.ready)
+        chat = app.query_one(ChatPane)
+        chat.current.sampling.update(max_tokens=6, temperature=0)
+        await send(pilot, "Say hi.")
+        await wait_for(pilot, lambda: len(app.query(MessageView)) == 2 and chat.stream is None
+                       and app.query(MessageView).last().message.stats)
+        assert app.query(MessageView).last().message.content.strip()

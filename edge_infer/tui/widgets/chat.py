@@ -241,13 +241,13 @@ class ChatPane(Widget):
                     if event.error:
                         self.notify(event.error, title="Generation failed", severity="error")
         finally:
+            view.message.content = "".join(parts)  # before `stream` clears: a done reply holds its text
             lease.release()  # also on cancel and errors: the model may go idle (keep-alive, eviction)
             if self.lease is lease:
                 self.lease = None
+            await live.finish()  # a cancelled worker stops here: abort_reply cleared `stream` itself
             if self.stream is stream:
                 self.stream = None
-            await live.finish()
-            view.message.content = "".join(parts)  # the raw text: history goes back unchanged
             self.store.save(conv)
 
     # ---- actions -------------------------------------------------------------------

@@ -29,7 +29,8 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["Engine", "BadRequestError", "quantize_file", "list_devices", "this_machine", "place", "Request", "SamplingParams", "Completion",
+__all__ = ["Engine", "BadRequestError", "quantize_file", "list_devices", "this_machine", "place",
+           "Request", "SamplingParams", "Completion",
            "FinishEvent", "RequestStream", "TokenEvent", "GrammarError", "validate_gbnf",
            "EngineSnapshot", "RequestStats", "tool_call_grammar", "tool_call_continuation", "CallWrapper",
            "HERMES", "WRAPPERS", "ToolGrammarError", "template_supports_tools", "TEMPLATE_RESERVED"]

@@ -53,6 +53,10 @@ class BackendInfo:
         return f"CPU variant {self.variant}; extra buffer types ({bufts}) {state}"
 
 
+class GgmlInitParams(ctypes.Structure):  # struct ggml_init_params, passed by value
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
+
+
 def lib_dir() -> Path:
     """Where llama_cpp loaded libllama from (its package lib/, LLAMA_CPP_LIB_PATH, or the
     PyInstaller bundle's copy of the package)."""
@@ -89,6 +93,11 @@ def _ggml(directory: Path) -> ctypes.CDLL:
         ("ggml_backend_dev_description", cp, [vp]),
         ("ggml_backend_dev_memory", None, [vp, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
         ("ggml_backend_reg_name", cp, [vp]),
+        ("ggml_backend_dev_supports_op", ctypes.c_bool, [vp, vp]),
+        ("ggml_init", vp, [GgmlInitParams]),
+        ("ggml_free", None, [vp]),
+        ("ggml_new_tensor_1d", vp, [vp, ctypes.c_int, ctypes.c_int64]),
+        ("ggml_add", vp, [vp, vp, vp]),
         ("ggml_backend_dev_type", ctypes.c_int, [vp]),
         ("ggml_backend_dev_backend_reg", vp, [vp]),
         ("ggml_backend_reg_get_proc_address", vp, [vp, cp]),

@@ -41,10 +41,6 @@ def list_devices() -> tuple[Device, ...]:
     return tuple(found)
 
 
-class _InitParams(ctypes.Structure):  # struct ggml_init_params
-    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
-
-
 _max_tensor_cache: dict[str, int] = {}
 _GGML_TYPE_F32 = 0
 
@@ -54,14 +50,11 @@ def _max_tensor(ggml, dev, name: str, kind: str, total: int) -> int:
     backend itself (ggml_backend_dev_supports_op on an unallocated F32 add, bisected). Vulkan
     refuses ops on tensors over maxStorageBufferRange (128 MiB on Mesa's llvmpipe), and then
     llama.cpp keeps such a weight, and its op, on the CPU."""
+    from edge_infer.engine.backend import GgmlInitParams
+
     if kind == CPU or name in _max_tensor_cache:
         return _max_tensor_cache.get(name, 0)
-    vp = ctypes.c_void_p
-    for fn, res, args in (("ggml_init", vp, [_InitParams]), ("ggml_free", None, [vp]),
-                          ("ggml_new_tensor_1d", vp, [vp, ctypes.c_int, ctypes.c_int64]),
-                          ("ggml_add", vp, [vp, vp, vp]), ("ggml_backend_dev_supports_op", ctypes.c_bool, [vp, vp])):
-        getattr(ggml, fn).restype, getattr(ggml, fn).argtypes = res, args
-    ctx = ggml.ggml_init(_InitParams(64 * 1024, None, True))  # tensor headers only, no data
+    ctx = ggml.ggml_init(GgmlInitParams(64 * 1024, None, True))  # tensor headers only, no data
 
     def supported(nbytes: int) -> bool:
         a = ggml.ggml_new_tensor_1d(ctx, _GGML_TYPE_F32, nbytes // 4)

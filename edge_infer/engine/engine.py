@@ -20,7 +20,7 @@ from edge_infer.plan.kv_types import check_kv_types, ggml_type
 from edge_infer.engine.embedding import Embedder
 from edge_infer.engine.llama import ContextParams, LlamaContext, capture_log
 from edge_infer.engine.placement import load_model, place
-from edge_infer.engine.load_report import kv_bytes_reported
+from edge_infer.engine.load_report import device_buffers, kv_bytes_reported
 from edge_infer.engine.postprocess import Outcome
 from edge_infer.engine.prompt import BadRequestError, Prompter, read_template_file
 from edge_infer.engine.prompt_cache import PromptCache
@@ -66,7 +66,7 @@ class Engine:
                 n_threads=s.n_threads, kv_unified=s.kv_unified, swa_full=s.swa_full,
                 flash_attn=s.flash_attn, type_k=ggml_type(s.cache_type_k),
                 type_v=ggml_type(s.cache_type_v), poll=s.poll, op_offload=self.placement.n_gpu_layers != 0))
-        self.load_log = load_log  # llama.cpp's own report of its buffers
+        self.load_log, self.buffers = load_log, device_buffers(load_log)  # llama.cpp's report of its buffers
         self.backend, self.kv_bytes = self.model.backend, kv_bytes_reported(load_log)
         # What one sequence may hold: `ctx`, or the whole pool when it is smaller.
         self.n_ctx_seq = min(s.ctx, self.ctx.n_ctx_seq)

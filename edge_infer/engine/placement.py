@@ -70,10 +70,9 @@ def place(info: ModelInfo, settings, machine: Machine | None = None, *, warn: bo
     if asked:
         for device, need in zip(machine.devices, plan.estimate.device_bytes):
             if need > device.free_bytes:
-                name, free = device.name, device.free_bytes
                 raise EdgeInferError(
                     f"{info.name or 'the model'} with {plan.n_gpu_layers} layers offloaded needs "
-                    f"{human_bytes(need)} on {name}, which has {human_bytes(free)} free"
+                    f"{human_bytes(need)} on {device.name}, which has {human_bytes(device.free_bytes)} free"
                     f"{' (--gpu-memory)' if cap else ''}: use fewer --n-gpu-layers, or leave it out "
                     "and the plan offloads what fits")
     split = plan.split if len(plan.devices) > 1 else ()
@@ -97,14 +96,13 @@ def load_model(path, placement: Placement, load_log: list[str]):
                              + "; try fewer --n-gpu-layers or --gpu-memory below the device's free memory") from None
 
 
-def device_memory(placement: Placement, load_log: list[str]):
+def device_memory(placement: Placement, buffers: dict[str, dict[str, int]]):
     """DeviceMemory rows for a loaded model, the CPU first: llama.cpp's buffers by device
-    (from its load report), the plan's bytes and layers, and each device's memory now."""
+    (load_report.device_buffers of its load log), the plan's bytes and layers, and each
+    device's memory now."""
     from edge_infer.engine.devices import list_devices
-    from edge_infer.engine.load_report import device_buffers
     from edge_infer.engine.stats import DeviceMemory
 
-    buffers = device_buffers(load_log)
     now = {d.name: d for d in list_devices()}
     rows = []
     for name, layers, planned in placement.plan.placement():

@@ -47,7 +47,7 @@ def build_snapshot(engine) -> EngineSnapshot:
         prompt_cache_restored_tokens_total=mem.restored_tokens,
         draft_max=engine.speculation.default_max if engine.speculation.supported else 0,
         draft_tokens_total=stats.draft_tokens, draft_accepted_total=stats.draft_accepted,
-        devices=device_memory(engine.placement, engine.load_log))
+        devices=device_memory(engine.placement, engine.buffers))
 
 
 @functools.cache

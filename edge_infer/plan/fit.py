@@ -15,6 +15,7 @@ from edge_infer.plan.machine import Machine
 from edge_infer.units import GiB, MiB
 
 FITS, TIGHT, NO_FIT = "fits", "tight", "does not fit"
+VERDICT_ORDER = {FITS: 0, TIGHT: 1, NO_FIT: 2}  # best first
 FIT_MARGIN = 0.80     # at most this share of what is free: "fits"; up to all of it: "tight"
 DEFAULT_CTX = 4096
 
@@ -53,9 +54,8 @@ class Fit:
     @property
     def best(self) -> str:
         """The better of the two verdicts: a model runs where it fits."""
-        order = {FITS: 0, TIGHT: 1, NO_FIT: 2}
         found = [v for v in (self.ram, self.gpu) if v]
-        return min(found, key=order.__getitem__)
+        return min(found, key=VERDICT_ORDER.__getitem__)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -76,9 +76,8 @@ def fit_verdict(info: ModelInfo, machine: Machine, ctx: int | None = None, paral
         on_gpu = estimate_memory(info, ctx, parallel, n_gpu_layers=-1, split=split, **estimate_kwargs)
         gpu_need = on_gpu.gpu_bytes
         # The verdict of the tightest device: each must hold its share.
-        order = {FITS: 0, TIGHT: 1, NO_FIT: 2}
         gpu = max((verdict(need, d.free_bytes) for need, d in zip(on_gpu.device_bytes, devices)),
-                  key=order.__getitem__)
+                  key=VERDICT_ORDER.__getitem__)
         host = on_gpu.cpu_bytes + sum(n for n, d in zip(on_gpu.device_bytes, devices) if d.shares_ram)
         if host > machine.ram_available:
             gpu = NO_FIT  # the host share must fit too

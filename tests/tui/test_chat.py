@@ -11,6 +11,15 @@ from edge_infer.tui.widgets.chat import ChatPane, MessageView
 from .conftest import toasts, wait_for
 
 
+async def ready_chat(pilot, sampling: dict):
+    """The chat pane once the model is loaded, its conversation sampling as given."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.host.ready)
+    chat = app.query_one(ChatPane)
+    chat.current.sampling.update(**sampling)
+    return chat
+
+
 async def send(pilot, text):
     app = pilot.app
     prompt = app.query_one("#prompt", Input)
@@ -95,9 +104,7 @@ async def test_conversations_persist_and_restore(make_app, tmp_path):
 async def test_follow_up_reuses_the_conversation_prefix(make_app):
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
-        chat = app.query_one(ChatPane)
-        chat.current.sampling.update(max_tokens=16, temperature=0)
+        chat = await ready_chat(pilot, dict(max_tokens=16, temperature=0))
         await send(pilot, "What is DNA?")
         await wait_for(pilot, lambda: chat.stream is None and len(app.query(MessageView)) == 2)
         await send(pilot, "And RNA?")
@@ -198,9 +205,7 @@ async def test_a_reply_seen_as_done_already_holds_its_text(make_app, monkeypatch
     monkeypatch.setattr(LiveReply, "finish", slow_finish)
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
-        chat = app.query_one(ChatPane)
-        chat.current.sampling.update(max_tokens=6, temperature=0)
+        chat = await ready_chat(pilot, dict(max_tokens=6, temperature=0))
         await send(pilot, "Say hi.")
         await wait_for(pilot, lambda: len(app.query(MessageView)) == 2 and chat.stream is None
                        and app.query(MessageView).last().message.stats)

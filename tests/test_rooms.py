@@ -18,12 +18,13 @@ RANK = {
     "edge_infer": 0, "errors": 0, "units": 0, "paths": 0, "config": 0,
     "gguf": 1,
     "plan": 2,
-    "engine": 3, "store": 3,
-    "host": 4,
-    "bench": 5,
-    "server": 6,
-    "tui": 7,
-    "commands": 8,
+    "chat": 3,
+    "engine": 4, "store": 4,
+    "host": 5,
+    "bench": 6,
+    "server": 7,
+    "tui": 8,
+    "commands": 9,
 }
 # Rooms above the engine reach it through its package (edge_infer/engine/__init__.py) only.
 ENGINE_PUBLIC_ONLY = {"server", "tui"}

@@ -137,7 +137,7 @@ def _compare_builds(args, path, levels, settings) -> int:
 def _prompts(path, n: int) -> list[str]:
     """The same text for every system: chat-formatted questions, sent as raw prompts."""
     from edge_infer.bench.workload import QUESTIONS, cycle
-    from edge_infer.engine.chat_template import ChatTemplate
+    from edge_infer.chat.template import ChatTemplate
     from edge_infer.gguf.info import read_model_info
 
     info = read_model_info(path)

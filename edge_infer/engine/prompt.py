@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edge_infer.engine.chat_template import ChatTemplate
+from edge_infer.chat.template import ChatTemplate
 from edge_infer.engine.llama import LlamaModel
 from edge_infer.engine.sequence import Request
 from edge_infer.errors import EdgeInferError

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import llama_cpp
 
-from edge_infer.engine.grammar_check import GrammarError, TokenRef, validate_gbnf
+from edge_infer.chat.gbnf.check import GrammarError, TokenRef, validate_gbnf
 from edge_infer.engine.llama import LlamaModel, SamplerChain
 
 
@@ -34,7 +34,7 @@ class SamplingParams:
     ignore_eos: bool = False      # benchmarks: always generate max_tokens
     grammar: str | None = None    # GBNF; constrains output (JSON mode)
     # Tool calls under tool_choice "auto": once the reply writes call_trigger (then nothing but
-    # whitespace), the rest of it is constrained by call_grammar (engine/tool_grammar.py).
+    # whitespace), the rest of it is constrained by call_grammar (chat/gbnf/tools.py).
     call_trigger: str | None = None
     call_grammar: str | None = None
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, added to its logit)

@@ -11,9 +11,9 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
-from edge_infer.engine import (HERMES, CallWrapper, FinishEvent, GrammarError, Request,
-                               RequestStream, SamplingParams, TokenEvent, ToolGrammarError,
-                               tool_call_continuation, tool_call_grammar, validate_gbnf)
+from edge_infer.chat import (HERMES, CallWrapper, GrammarError, ToolGrammarError, tool_call_continuation,
+                             tool_call_grammar, validate_gbnf)
+from edge_infer.engine import FinishEvent, Request, RequestStream, SamplingParams, TokenEvent
 from edge_infer.server.errors import APIError, bad_request, from_engine
 from edge_infer.server.replies import ReplyShaper
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest

@@ -2,19 +2,20 @@
 <think> block) and tool_calls (parsed in the model family's syntax), whole and streamed.
 
 Streaming holds back text that may still become a marker and never retracts anything; a
-call that turns out malformed is sent as content, never as an error (engine.toolcalls).
+call that turns out malformed is sent as content, never as an error (chat.families).
 """
 
 from __future__ import annotations
 
-from edge_infer.engine import toolcalls as tc
+from edge_infer.chat import families as tc
+from edge_infer.engine import tool_family
 
 
 def parser_for_job(engine, body):
     """The tool-call parser for this request, or None when it has no tools to call."""
     if not getattr(body, "tools_for_prompt", None):
         return None
-    return tc.parser_for_engine(engine, forced=bool(body.forced_tool))
+    return tool_family(engine, forced=bool(body.forced_tool))
 
 
 class ReplyShaper:

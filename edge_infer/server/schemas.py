@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from edge_infer.engine import TEMPLATE_RESERVED as RESERVED_TEMPLATE_VARS
+from edge_infer.chat import TEMPLATE_RESERVED as RESERVED_TEMPLATE_VARS
 from edge_infer.server.errors import APIError, bad_request
 from edge_infer.server.tool_schemas import Tool, ToolCall, check_tool_choice, check_tool_messages, check_tools
 

@@ -67,9 +67,9 @@ def test_what_a_continuation_grammar_lets_the_model_write_its_family_parses(make
 
     import jsonschema
 
-    from edge_infer.engine import WRAPPERS, tool_call_continuation, toolcalls
-    from edge_infer.engine.grammar_check import validate_gbnf
-    from edge_infer.engine.tool_grammar import literal
+    from edge_infer.chat import WRAPPERS, tool_call_continuation, families as toolcalls
+    from edge_infer.chat.gbnf.check import validate_gbnf
+    from edge_infer.chat.gbnf.tools import literal
 
     wrapper = WRAPPERS[family]
     rest = tool_call_continuation([WEATHER], wrapper, parallel=parallel, max_calls=3)
@@ -78,7 +78,7 @@ def test_what_a_continuation_grammar_lets_the_model_write_its_family_parses(make
     prompt = "<|im_start|>user\nWhat is the weather in Oslo?<|im_end|>\n<|im_start|>assistant\n"
     text = make_engine().generate(Request(prompt=prompt, sampling=SamplingParams(
         temperature=0.8, seed=3, max_tokens=120, grammar=whole))).text
-    reply = toolcalls.parser_named(family).parse(text)
+    reply = toolcalls.family_named(family).parse(text)
     assert reply.tool_calls, text
     for call in reply.tool_calls:
         assert call.name == "get_weather"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from edge_infer.engine.chat_template import RESERVED, ChatTemplate
+from edge_infer.chat.template import RESERVED, ChatTemplate
 from edge_infer.engine.prompt import BadRequestError, read_template_file
 
 QWEN3_LIKE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -56,7 +56,7 @@ def test_the_cli_refuses_a_bad_template_file_in_one_line(tmp_path, smollm2_path)
 
 
 def test_a_variable_the_template_cannot_use_is_a_template_error_not_a_crash():
-    from edge_infer.engine.chat_template import ChatTemplateError
+    from edge_infer.chat.template import ChatTemplateError
 
     t = ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}{{ 'x' * (depth + 1) }}")
     assert t.render(HI, variables={"depth": 2}) == "Hixxx"

@@ -8,10 +8,11 @@ import re
 import jsonschema
 import pytest
 
-from edge_infer.engine import HERMES, CallWrapper, Request, SamplingParams, tool_call_grammar, validate_gbnf
-from edge_infer.engine.chat_template import ChatTemplate
-from edge_infer.engine.tool_grammar import MISTRAL, prefixed
-from edge_infer.engine.tool_prompt import template_supports_tools
+from edge_infer.engine import Request, SamplingParams
+from edge_infer.chat import HERMES, CallWrapper, tool_call_grammar, validate_gbnf
+from edge_infer.chat.template import ChatTemplate
+from edge_infer.chat.gbnf.tools import MISTRAL, prefixed
+from edge_infer.chat.tool_prompt import template_supports_tools
 
 WEATHER_SCHEMA = {"type": "object", "properties": {
     "city": {"type": "string", "maxLength": 24}, "unit": {"enum": ["celsius", "fahrenheit"]},

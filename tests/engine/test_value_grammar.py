@@ -11,10 +11,11 @@ import json
 import jsonschema
 import pytest
 
-from edge_infer.engine import (WRAPPERS, Request, SamplingParams, ToolGrammarError, tool_call_continuation,
-                               tool_call_grammar, toolcalls, validate_gbnf)
-from edge_infer.engine.tool_grammar import literal
-from edge_infer.engine.value_grammar import FUNCTION_GEMMA, PYTHON, arguments_grammar
+from edge_infer.engine import Request, SamplingParams
+from edge_infer.chat import (WRAPPERS, ToolGrammarError, families as toolcalls, tool_call_continuation,
+                             tool_call_grammar, validate_gbnf)
+from edge_infer.chat.gbnf.tools import literal
+from edge_infer.chat.gbnf.values import FUNCTION_GEMMA, PYTHON, arguments_grammar
 
 # A schema with what tool schemas use: required and optional keys, enum, bounded strings,
 # integers, booleans, nullable, arrays with bounds, a nested object and a $ref.
@@ -81,7 +82,7 @@ def test_what_a_forced_grammar_lets_the_model_write_its_family_reads(make_engine
     engine = make_engine()
     tools = [tool("book_hotel", BOOKING), tool("other_tool", OPTIONAL_ONLY)]
     grammar = tool_call_grammar(tools, "required", WRAPPERS[family])
-    parser = toolcalls.parser_named(family)
+    parser = toolcalls.family_named(family)
     for seed in range(3):
         done = engine.generate(Request(prompt=PROMPT, sampling=SamplingParams(
             temperature=0.9, seed=seed, max_tokens=250, grammar=grammar)))
@@ -103,7 +104,7 @@ def test_after_its_trigger_a_call_in_a_non_json_syntax_follows_its_schema(make_e
     whole = rest.replace("root ::= ", f"root ::= {literal(wrapper.trigger)} ", 1)
     text = make_engine().generate(Request(prompt=PROMPT, sampling=SamplingParams(
         temperature=0.8, seed=5, max_tokens=200, grammar=whole))).text
-    reply = toolcalls.parser_named(family).parse(text)
+    reply = toolcalls.family_named(family).parse(text)
     assert reply.tool_calls, text
     for call in reply.tool_calls:
         jsonschema.validate(json.loads(call.arguments_json), BOOKING)

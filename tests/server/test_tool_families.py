@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from openai import OpenAI
 
-from edge_infer.engine import toolcalls
+from edge_infer.engine import tool_family
 from tests.server.test_tool_calls import reassemble
 
 NOTES = {
@@ -68,8 +68,8 @@ def family_server(make_served, tmp_path_factory):
 @pytest.mark.parametrize("family", sorted(NOTES))
 def test_a_forced_call_comes_back_in_each_family(family_server, family):
     live, client = family_server(family)
-    assert toolcalls.parser_for_engine(live.engine).family == family  # chosen from the template
-    assert toolcalls.parser_for_engine(live.engine, forced=True).family == family  # written in it
+    assert tool_family(live.engine).name == family  # chosen from the template
+    assert tool_family(live.engine, forced=True).name == family  # written in it
     for seed in range(3):
         body = dict(model="smollm2", messages=ASK, tools=[BOOK], tool_choice="required", max_tokens=160,
                     temperature=0.8, seed=seed, parallel_tool_calls=False)

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from openai import OpenAI
 
-from edge_infer.engine import toolcalls
+from edge_infer.engine import tool_family
 from tests.server.conftest import start_server
 from tests.server.test_tool_calls import reassemble
 
@@ -42,7 +42,7 @@ def qwen(qwen_coder_path):
 def test_its_template_reads_tools_and_its_family_is_hermes(qwen):
     live, _ = qwen
     assert live.engine.template.supports_tools
-    assert toolcalls.parser_for_engine(live.engine).family == "hermes"
+    assert tool_family(live.engine).name == "hermes"
 
 
 def test_under_auto_it_calls_by_itself_and_answers_from_the_result(qwen):

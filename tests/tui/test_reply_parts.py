@@ -7,10 +7,11 @@ from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Markdown, Static
 
-from edge_infer.engine import toolcalls as tc
+from edge_infer.chat import families as tc
 from edge_infer.tui.conversations import Message
 from edge_infer.tui.widgets.messages import MessageView
-from edge_infer.tui.widgets.reply_parts import LiveReply, ToolCallCard, parser_for_engine
+from edge_infer.engine import tool_family
+from edge_infer.tui.widgets.reply_parts import LiveReply, ToolCallCard
 
 REPLY = ('<think>The user wants the weather.\nI should call the tool.</think>\n\n'
          'Let me check the weather in Paris.\n'
@@ -59,7 +60,7 @@ async def test_a_streamed_reply_shows_reasoning_folded_and_tool_calls_as_cards()
     app = Host(message)
     async with app.run_test(size=(100, 40)) as pilot:
         view = app.query_one(MessageView)
-        live = LiveReply(view, tc.parser_named("hermes"))
+        live = LiveReply(view, tc.family_named("hermes"))
         for i in range(0, len(REPLY), 5):  # a fake stream of small text deltas
             live.feed(REPLY[i:i + 5])
             if i == 40:  # mid-thought: the fold is there and fills while the model thinks
@@ -104,13 +105,16 @@ def test_the_parser_follows_the_engines_template():
     class Template:
         supports_tools, source = False, "{{ messages }}"
 
-    class Engine:
-        template = Template()
+    class Info:
+        architecture = "qwen2"
 
-    assert parser_for_engine(None).family == "hermes"
-    assert parser_for_engine(Engine()).family == "hermes"  # no tool support: shown tools Hermes-style
+    class Engine:
+        template, info = Template(), Info()
+
+    assert tool_family(None).name == "hermes"
+    assert tool_family(Engine()).name == "hermes"  # no tool support: shown tools Hermes-style
     Template.supports_tools, Template.source = True, "<tool_call>{{ tools }}</tool_call>"
-    assert parser_for_engine(Engine()).family == "hermes"
+    assert tool_family(Engine()).name == "hermes"
 
 
 class FakeStream:
@@ -132,6 +136,7 @@ class FakeStream:
 
 class FakeEngine:
     template = None  # no tool support in its template: Hermes
+    info = type("Info", (), {"architecture": "llama"})()
 
     def submit(self, request):
         return FakeStream(REPLY)
@@ -185,7 +190,7 @@ async def test_a_reply_whose_template_opened_think_starts_in_its_reasoning():
     app = Host(saved, streamed)
     async with app.run_test(size=(100, 40)) as pilot:
         saved_view, live_view = app.query(MessageView)
-        await stream_into(LiveReply(live_view, tc.parser_named("hermes"), starts_in_reasoning=True), text, 4)
+        await stream_into(LiveReply(live_view, tc.family_named("hermes"), starts_in_reasoning=True), text, 4)
         await pilot.pause()
         for view in (saved_view, live_view):
             fold = view.query_one(Collapsible)

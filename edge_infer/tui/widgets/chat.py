@@ -19,12 +19,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, ListView, Static
 
+from edge_infer.engine import FinishEvent, tool_family
 from edge_infer.host import ModelHost
 from edge_infer.tui.conversations import Conversation, ConversationStore, Message
 from edge_infer.tui.screens.dialogs import ConfirmScreen, ConversationSettingsScreen, TextPromptScreen
 from edge_infer.tui.screens.pick_model import ModelPickerScreen
 from edge_infer.tui.widgets.messages import ConversationItem, MessageView
-from edge_infer.tui.widgets.reply_parts import LiveReply, parser_for_engine
+from edge_infer.tui.widgets.reply_parts import LiveReply
 
 
 FLUSH_S = 0.12  # seconds between redraws of a streaming reply
@@ -86,7 +87,7 @@ class ChatPane(Widget):
     def show(self, conv: Conversation) -> None:
         box = self.query_one("#messages", VerticalScroll)
         box.remove_children()
-        parser = parser_for_engine(getattr(self.host.find(self.model_of(conv)), "engine", None))
+        parser = tool_family(getattr(self.host.find(self.model_of(conv)), "engine", None))
         box.mount_all([MessageView(m, parser) for m in conv.messages])
         box.scroll_end(animate=False)
         self.update_title()
@@ -208,11 +209,9 @@ class ChatPane(Widget):
 
     @work(exclusive=True, group="reply")
     async def stream_reply(self, conv: Conversation, view: MessageView, stream, lease) -> None:
-        from edge_infer.engine import FinishEvent
-
         # An R1-style template opens <think> in the prompt: the reply starts in its reasoning.
         in_reasoning = bool(getattr(getattr(lease.engine, "template", None), "opens_reasoning", lambda: False)())
-        live = LiveReply(view, parser_for_engine(lease.engine), in_reasoning)  # reasoning, tool-call cards, answer
+        live = LiveReply(view, tool_family(lease.engine), in_reasoning)  # reasoning, tool-call cards, answer
         box = self.query_one("#messages", VerticalScroll)
         parts: list[str] = []
         last_flush = 0.0

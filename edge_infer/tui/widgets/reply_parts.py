@@ -2,7 +2,7 @@
 "Reasoning" above the answer, tool calls as cards below it, the rest as Markdown.
 
 The conversation keeps the reply's raw text (history goes back to the model unchanged);
-only the view splits it, with the engine's tool-call parsers (engine.toolcalls).
+only the view splits it, with the engine's tool-call parsers (chat.families).
 """
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ import json
 from rich.text import Text
 from textual.widgets import Collapsible, Markdown, Static
 
-from edge_infer.engine import toolcalls as tc
+from edge_infer.chat import families as tc
 
-
-parser_for_engine = tc.parser_for_engine  # the same choice as the server's (engine.toolcalls)
 
 
 def pretty_arguments(arguments_json: str) -> str:
@@ -54,22 +52,22 @@ def reasoning_fold(text: str = "") -> Collapsible:
                        title="Reasoning", collapsed=True, classes="reasoning")
 
 
-def split_reply(text: str, parser: tc.ToolCallParser | None = None,
+def split_reply(text: str, parser: tc.Family | None = None,
                 starts_in_reasoning: bool = False) -> tc.ParsedReply | None:
     """A saved reply's parts, or None when it is plain text (shown as written).
     starts_in_reasoning: the model's template opened <think> in the prompt."""
-    reply = (parser or tc.parser_named("hermes")).parse(text, starts_in_reasoning=starts_in_reasoning)
+    reply = (parser or tc.family_named("hermes")).parse(text, starts_in_reasoning=starts_in_reasoning)
     return reply if reply.reasoning is not None or reply.tool_calls else None
 
 
 class LiveReply:
     """A streaming reply's view: text deltas in, parts drawn on flush()."""
 
-    def __init__(self, view, parser: tc.ToolCallParser | None = None, starts_in_reasoning: bool = False):
+    def __init__(self, view, parser: tc.Family | None = None, starts_in_reasoning: bool = False):
         self.view = view
         self.body = view.query_one(".body", Markdown)
         self.md = Markdown.get_stream(self.body)
-        self.parser = (parser or tc.parser_named("hermes")).stream(starts_in_reasoning=starts_in_reasoning)
+        self.parser = (parser or tc.family_named("hermes")).stream(starts_in_reasoning=starts_in_reasoning)
         self.events: list = []
         self.reasoning: list[str] = []
         self.fold: Collapsible | None = None

@@ -10,13 +10,13 @@ import json
 
 import pytest
 
-from edge_infer.engine.toolcalls import (
-    ContentDelta, ToolCallArgsDelta, ToolCallStart, fold_events, parser_named,
+from edge_infer.chat.families import (
+    ContentDelta, ToolCallArgsDelta, ToolCallStart, fold_events, family_named,
 )
-from edge_infer.engine.toolcalls.constrained import FAIL, WAIT, match_loose
-from tests.engine.test_toolcalls import assert_starts_before_args, fixed_ids, merged
+from edge_infer.chat.families.constrained import FAIL, WAIT, match_loose
+from tests.chat.test_families import assert_starts_before_args, fixed_ids, merged
 
-# What each family's call grammar writes (engine/tool_grammar.py with the wrappers).
+# What each family's call grammar writes (chat/gbnf/tools.py with the wrappers).
 GRAMMAR_WRITTEN = {
     "hermes": ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa\\"ris}", '
                '"unit": "celsius"}}\n</tool_call>\n<tool_call>\n{"name": "get_time", '
@@ -34,7 +34,7 @@ EXPECTED = {
 
 
 def stream(family, pieces, **kw):
-    sp = parser_named(family).stream(fixed_ids(), **kw)
+    sp = family_named(family).stream(fixed_ids(), **kw)
     out = []
     for p in pieces:
         out += sp.feed(p)
@@ -47,10 +47,10 @@ def calls_of(reply):
 
 @pytest.mark.parametrize("family", sorted(GRAMMAR_WRITTEN))
 def test_forced_replies_parse_to_their_calls(family):
-    reply = parser_named(family).parse(GRAMMAR_WRITTEN[family], fixed_ids(), constrained=True)
+    reply = family_named(family).parse(GRAMMAR_WRITTEN[family], fixed_ids(), constrained=True)
     assert reply.content == "" and calls_of(reply) == EXPECTED[family]
     # the same calls as the whole-call reader finds (no constraint known)
-    assert calls_of(parser_named(family).parse(GRAMMAR_WRITTEN[family], fixed_ids())) == EXPECTED[family]
+    assert calls_of(family_named(family).parse(GRAMMAR_WRITTEN[family], fixed_ids())) == EXPECTED[family]
 
 
 @pytest.mark.parametrize("family", sorted(GRAMMAR_WRITTEN))
@@ -66,7 +66,7 @@ def test_names_go_out_early_and_arguments_in_fragments(family):
     """Char by char: a call's start comes as soon as its name is complete, long before its
     arguments close, and its arguments come in many fragments, each after its start."""
     text = GRAMMAR_WRITTEN[family]
-    sp = parser_named(family).stream(fixed_ids(), constrained=True)
+    sp = family_named(family).stream(fixed_ids(), constrained=True)
     first_start = first_args = None
     events = []
     for k, ch in enumerate(text):
@@ -92,7 +92,7 @@ def test_a_reply_cut_anywhere_keeps_what_was_sent(family):
     text = GRAMMAR_WRITTEN[family]
     for i in range(len(text) + 1):
         events = stream(family, [text[:i]], constrained=True)
-        whole = parser_named(family).parse(text[:i], fixed_ids(), constrained=True)
+        whole = family_named(family).parse(text[:i], fixed_ids(), constrained=True)
         assert fold_events(events) == whole, i
         for call, (name, args) in zip(whole.tool_calls, EXPECTED[family]):
             assert call.name == name
@@ -103,9 +103,9 @@ def test_a_reply_cut_anywhere_keeps_what_was_sent(family):
 
 def test_text_that_leaves_the_syntax_ends_the_call_and_is_content():
     text = '<tool_call>\n{"name": "f", "arguments": {"a": 1}} oops, not the close tag'
-    reply = parser_named("hermes").parse(text, fixed_ids(), constrained=True)
+    reply = family_named("hermes").parse(text, fixed_ids(), constrained=True)
     assert calls_of(reply) == [("f", {"a": 1})] and reply.content == "} oops, not the close tag"
-    reply = parser_named("hermes").parse("Hello <tool_call> no JSON here", fixed_ids(), constrained=True)
+    reply = family_named("hermes").parse("Hello <tool_call> no JSON here", fixed_ids(), constrained=True)
     assert reply.tool_calls == [] and reply.content == "Hello <tool_call> no JSON here"
 
 
@@ -114,9 +114,9 @@ def test_only_the_call_the_engine_constrained_and_later_ones_stream_early():
     after the piece whose token began the constrained call."""
     free = '<tool_call>{"name": "g"}</tool_call> then <tool_call>'
     rest = '\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
-    reply = parser_named("hermes").parse([free, rest], fixed_ids(), call_began_at=0)
+    reply = family_named("hermes").parse([free, rest], fixed_ids(), call_began_at=0)
     assert calls_of(reply) == [("g", {}), ("f", {"a": 1})] and reply.content == "then"
-    sp = parser_named("hermes").stream(fixed_ids())
+    sp = family_named("hermes").stream(fixed_ids())
     events = sp.feed(free)
     sp.call_began()
     partial = sp.feed(rest[:24])  # '\n{"name": "f", "argument...' : name not closed yet
@@ -129,19 +129,19 @@ def test_only_the_call_the_engine_constrained_and_later_ones_stream_early():
 
 def test_without_the_flag_a_call_is_decided_whole():
     text = GRAMMAR_WRITTEN["hermes"]
-    events = parser_named("hermes").stream(fixed_ids())
+    events = family_named("hermes").stream(fixed_ids())
     got = events.feed(text[:60])  # mid-arguments
     assert got == []                # nothing yet: it may still turn out malformed
 
 
 def test_reasoning_before_a_forced_call_is_still_split():
     text = "<think>Weather needs a call.</think>" + GRAMMAR_WRITTEN["hermes"]
-    reply = parser_named("hermes").parse(text, fixed_ids(), constrained=True)
+    reply = family_named("hermes").parse(text, fixed_ids(), constrained=True)
     assert reply.reasoning == "Weather needs a call." and calls_of(reply) == EXPECTED["hermes"]
 
 
 def test_families_without_a_json_wrapper_ignore_the_flag():
-    from tests.engine.test_toolcalls import FGEMMA_PARALLEL
+    from tests.chat.test_families import FGEMMA_PARALLEL
     plain = merged(stream("function_gemma", [FGEMMA_PARALLEL]))
     assert merged(stream("function_gemma", [FGEMMA_PARALLEL], constrained=True)) == plain
     assert merged(stream("generic", ['{"name": "a", "arguments": {}}'], constrained=True)) == \

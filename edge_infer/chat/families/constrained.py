@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edge_infer.engine.toolcalls.matchers import Fail, Matcher, partial_suffix
-from edge_infer.engine.toolcalls.wrappers import CallWrapper
+from edge_infer.chat.families.matchers import Fail, Matcher, partial_suffix
+from edge_infer.chat.families.syntax import CallWrapper
 
 WAIT, FAIL = -1, -2
 

@@ -1,5 +1,5 @@
 """Each family's call syntax as literal parts around the name and the arguments: what the
-call grammars write (engine/tool_grammar.py) and, for the JSON ones, what the
+call grammars write (chat/gbnf/tools.py) and, for the JSON ones, what the
 constrained parser streams back (constrained.py)."""
 
 from __future__ import annotations
@@ -36,5 +36,3 @@ FUNCTION_GEMMA = CallWrapper(call_open="<start_function_call>call:", name_close=
 # Gemma's tool_code: a fenced Python call with keyword arguments.
 GEMMA_TOOL_CODE = CallWrapper(call_open="```tool_code\nprint(", name_close="(", call_close="))\n```",
                               separator="\n", trigger="```tool_code", syntax="python")
-WRAPPERS = {"hermes": HERMES, "mistral": MISTRAL, "llama3": LLAMA3,  # parser family -> call syntax
-            "function_gemma": FUNCTION_GEMMA, "gemma": GEMMA_TOOL_CODE}

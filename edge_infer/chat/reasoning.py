@@ -8,8 +8,8 @@ tag is dropped.
 
 from __future__ import annotations
 
-from edge_infer.engine.toolcalls.events import ContentDelta, ReasoningDelta
-from edge_infer.engine.toolcalls.matchers import partial_suffix
+from edge_infer.chat.events import ContentDelta, ReasoningDelta
+from edge_infer.chat.families.matchers import partial_suffix
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 

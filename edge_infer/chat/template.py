@@ -12,8 +12,8 @@ from datetime import datetime
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from edge_infer.engine.tool_prompt import hermes_fallback, hf_messages, template_supports_tools, template_variables
-from edge_infer.engine.toolcalls.reasoning import opens_in_reasoning
+from edge_infer.chat.tool_prompt import hermes_fallback, hf_messages, template_supports_tools, template_variables
+from edge_infer.chat.reasoning import opens_in_reasoning
 from edge_infer.errors import EdgeInferError
 
 CHATML = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from edge_infer.engine.toolcalls.jsonscan import dumps
+from edge_infer.chat.families.jsonscan import dumps
 
 
 def _name(func) -> str | None:

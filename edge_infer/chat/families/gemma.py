@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 
-from edge_infer.engine.toolcalls.generic import generic_matchers
-from edge_infer.engine.toolcalls.jsonscan import dumps
-from edge_infer.engine.toolcalls.matchers import Tagged
-from edge_infer.engine.toolcalls.pythonic import calls_from_python
-from edge_infer.engine.toolcalls.registry import ToolCallParser, register
+from edge_infer.chat.families.generic import generic_matchers
+from edge_infer.chat.families.jsonscan import dumps
+from edge_infer.chat.families.matchers import Tagged
+from edge_infer.chat.families.pythonic import calls_from_python
+from edge_infer.chat.families.family import Family
+from edge_infer.chat.families.syntax import FUNCTION_GEMMA, GEMMA_TOOL_CODE
 
 START, END, ESC = "<start_function_call>", "<end_function_call>", "<escape>"
 TOOL_CODE = "```tool_code"
@@ -108,15 +109,11 @@ def _is_gemma(tmpl: str, arch: str) -> bool:
         or (arch.startswith("gemma") and not tmpl)
 
 
-@register("function_gemma", _is_function_gemma, priority=10)
-def function_gemma() -> ToolCallParser:
-    return ToolCallParser("function_gemma",
-                          lambda: [Tagged(START, END, calls_from_function_gemma)],
-                          triggers=(START,))
-
-
-@register("gemma", _is_gemma, priority=60)
-def gemma() -> ToolCallParser:
-    return ToolCallParser("gemma",
-                          lambda: [Tagged(TOOL_CODE, "```", calls_from_python)] + generic_matchers(),
-                          triggers=(TOOL_CODE, "```json"))
+FAMILIES = (
+    Family("function_gemma", detect=_is_function_gemma,
+           matchers=lambda: [Tagged(START, END, calls_from_function_gemma)],
+           triggers=(START,), wrapper=FUNCTION_GEMMA, priority=10),
+    Family("gemma", detect=_is_gemma,
+           matchers=lambda: [Tagged(TOOL_CODE, "```", calls_from_python)] + generic_matchers(),
+           triggers=(TOOL_CODE, "```json"), wrapper=GEMMA_TOOL_CODE, priority=60),
+)

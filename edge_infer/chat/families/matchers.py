@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edge_infer.engine.toolcalls.jsonscan import calls_from_text, json_end
+from edge_infer.chat.families.jsonscan import calls_from_text, json_end
 
 Calls = list  # list[tuple[name, arguments_json]]
 

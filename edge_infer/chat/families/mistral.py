@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 
-from edge_infer.engine.toolcalls.jsonscan import arguments_json, json_end, loads
-from edge_infer.engine.toolcalls.matchers import Done, Fail, JsonObjectAfter
-from edge_infer.engine.toolcalls.registry import ToolCallParser, register
+from edge_infer.chat.families.jsonscan import arguments_json, json_end, loads
+from edge_infer.chat.families.matchers import Done, Fail, JsonObjectAfter
+from edge_infer.chat.families.family import Family
+from edge_infer.chat.families.syntax import MISTRAL
 
 TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -61,6 +62,5 @@ def _could_be_id(s: str) -> bool:
     return m.end() <= 64 and ARGS.startswith(s[m.end():])
 
 
-@register("mistral", lambda tmpl, arch: TOOL_CALLS in tmpl, priority=20)
-def mistral() -> ToolCallParser:
-    return ToolCallParser("mistral", lambda: [MistralCalls()], triggers=(TOOL_CALLS,))
+FAMILIES = (Family("mistral", detect=lambda tmpl, arch: TOOL_CALLS in tmpl, matchers=lambda: [MistralCalls()],
+                   triggers=(TOOL_CALLS,), wrapper=MISTRAL, priority=20),)

@@ -9,12 +9,11 @@ import re
 
 import pytest
 
-from edge_infer.engine.toolcalls import (
+from edge_infer.chat.families import (
     ContentDelta, ParsedReply, ReasoningDelta, ReasoningSplitter, ToolCall, ToolCallArgsDelta,
-    ToolCallStart, families, family_markers, fold_events, new_call_id, opens_in_reasoning,
-    parser_for, parser_named, register,
+    Family, ToolCallStart, family_for, family_named, family_names, fold_events, new_call_id, opens_in_reasoning,
+    register, unregister,
 )
-from edge_infer.engine.toolcalls import registry
 
 
 def fixed_ids():
@@ -127,7 +126,7 @@ CASE_IDS = [f"{f}-{i}" for i, (f, *_rest) in enumerate(CASES)]
 
 @pytest.mark.parametrize("family,text,content,calls", CASES, ids=CASE_IDS)
 def test_whole_parse(family, text, content, calls):
-    reply = parser_named(family).parse(text, fixed_ids())
+    reply = family_named(family).parse(text, fixed_ids())
     assert summary(reply) == (content, [(n, a) for n, a in calls])
     assert [c.id for c in reply.tool_calls] == [f"call_{i:024d}" for i in range(1, len(calls) + 1)]
     assert reply.reasoning is None
@@ -135,7 +134,7 @@ def test_whole_parse(family, text, content, calls):
 
 @pytest.mark.parametrize("family,text,content,calls", CASES, ids=CASE_IDS)
 def test_every_single_cut_streams_the_same(family, text, content, calls):
-    parser = parser_named(family)
+    parser = family_named(family)
     expected = whole_events(parser, text)
     for i in range(len(text) + 1):
         assert merged(run_chunks(parser, [text[:i], text[i:]])) == expected, i
@@ -145,7 +144,7 @@ def test_every_single_cut_streams_the_same(family, text, content, calls):
 def test_char_by_char_never_retracts(family, text, content, calls):
     """Fed one character at a time: same final events, and content seen so far is
     always a prefix of the final content (nothing emitted is ever taken back)."""
-    parser = parser_named(family)
+    parser = family_named(family)
     expected = whole_events(parser, text)
     final_content = fold_events(expected).content
     sp = parser.stream(fixed_ids())
@@ -162,7 +161,7 @@ def test_char_by_char_never_retracts(family, text, content, calls):
 @pytest.mark.parametrize("family,text", [("hermes", HERMES_PARALLEL), ("mistral", MISTRAL_V11),
                                          ("function_gemma", FGEMMA_PARALLEL[:120])])
 def test_every_pair_of_cuts_streams_the_same(family, text):
-    parser = parser_named(family)
+    parser = family_named(family)
     expected = whole_events(parser, text)
     n = len(text)
     for i in range(0, n + 1, 2):
@@ -172,7 +171,7 @@ def test_every_pair_of_cuts_streams_the_same(family, text):
 
 @pytest.mark.parametrize("family,text,content,calls", CASES, ids=CASE_IDS)
 def test_streamed_args_reassemble_to_whole_parse(family, text, content, calls):
-    parser = parser_named(family)
+    parser = family_named(family)
     whole = parser.parse(text, fixed_ids())
     events = run_chunks(parser, [text[k:k + 5] for k in range(0, len(text), 5)])
     starts = [e for e in events if isinstance(e, ToolCallStart)]
@@ -188,7 +187,7 @@ def test_streamed_args_reassemble_to_whole_parse(family, text, content, calls):
 def test_every_truncation_is_content_or_calls_never_an_error(family, text, content, calls):
     """A reply cut anywhere (max_tokens): no exception; with no call decided, the
     held text comes out as content, exactly as generated."""
-    parser = parser_named(family)
+    parser = family_named(family)
     for i in range(len(text) + 1):
         reply = parser.parse(text[:i], fixed_ids())
         if not reply.tool_calls:
@@ -218,7 +217,7 @@ MALFORMED = [
 
 @pytest.mark.parametrize("family,text", MALFORMED)
 def test_malformed_call_is_content(family, text):
-    parser = parser_named(family)
+    parser = family_named(family)
     reply = parser.parse(text, fixed_ids())
     assert reply == ParsedReply(text, [], None)
     for i in range(len(text) + 1):
@@ -235,7 +234,7 @@ def test_malformed_call_is_content(family, text):
     ("llama3", "<|python_", "tag| is not"),
 ])
 def test_marker_like_prefix_is_held_then_released_as_text(family, head, tail):
-    parser = parser_named(family)
+    parser = family_named(family)
     sp = parser.stream(fixed_ids())
     first = sp.feed(head)
     held = head[len(fold_events(first).content):]
@@ -245,7 +244,7 @@ def test_marker_like_prefix_is_held_then_released_as_text(family, head, tail):
 
 
 def test_plain_text_with_braces_streams_without_holding_much():
-    parser = parser_named("llama3")
+    parser = family_named("llama3")
     sp = parser.stream(fixed_ids())
     out = sp.feed('Use a dict like {"a": 1} here ')
     assert fold_events(out).content == 'Use a dict like {"a": 1} here'
@@ -255,18 +254,18 @@ def test_plain_text_with_braces_streams_without_holding_much():
 def test_text_after_calls_is_content_and_whitespace_between_is_dropped():
     text = ('<tool_call>{"name": "a", "arguments": {}}</tool_call>\n\n'
             '<tool_call>{"name": "b", "arguments": "{\\"x\\": 2}"}</tool_call>\nDone. \n')
-    reply = parser_named("hermes").parse(text, fixed_ids())
+    reply = family_named("hermes").parse(text, fixed_ids())
     assert summary(reply) == ("Done.", [("a", {}), ("b", {"x": 2})])
 
 
 def test_hermes_unclosed_but_complete_call_at_end_counts():
     text = '<tool_call>\n{"name": "f", "arguments": {"q": "x"}}\n'
-    reply = parser_named("hermes").parse(text, fixed_ids())
+    reply = family_named("hermes").parse(text, fixed_ids())
     assert summary(reply) == ("", [("f", {"q": "x"})])
 
 
 def test_reasoning_then_call():
-    parser = parser_named("hermes")
+    parser = family_named("hermes")
     reply = parser.parse(HERMES_THINK, fixed_ids())
     assert reply.reasoning == "The user wants weather. I should call the tool.\n"
     assert summary(reply) == ("", [("get_weather", {"city": "Oslo"})])
@@ -320,7 +319,7 @@ def test_opens_in_reasoning():
 
 def test_parse_starting_inside_reasoning():
     text = "I need the tool.</think><tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"
-    reply = parser_named("hermes").parse(text, fixed_ids(), starts_in_reasoning=True)
+    reply = family_named("hermes").parse(text, fixed_ids(), starts_in_reasoning=True)
     assert reply.reasoning == "I need the tool."
     assert summary(reply) == ("", [("f", {})])
 
@@ -352,56 +351,63 @@ SMOL_TMPL = "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     ("", "gemma3", "gemma"),
 ])
 def test_parser_for_picks_family_from_template(tmpl, arch, family):
-    assert parser_for(tmpl, arch).family == family
+    assert family_for(tmpl, arch).name == family
 
 
 def test_family_markers():
-    assert family_markers(parser_named("hermes")) == ("<tool_call>",)
-    assert family_markers(parser_named("mistral")) == ("[TOOL_CALLS]",)
-    assert family_markers(parser_named("function_gemma")) == ("<start_function_call>",)
-    assert "<|python_tag|>" in family_markers(parser_named("llama3"))
-    assert "```tool_code" in family_markers(parser_named("gemma"))
-    assert set(families()) >= {"hermes", "llama3", "mistral", "function_gemma", "gemma", "generic"}
+    assert family_named("hermes").triggers == ("<tool_call>",)
+    assert family_named("mistral").triggers == ("[TOOL_CALLS]",)
+    assert family_named("function_gemma").triggers == ("<start_function_call>",)
+    assert "<|python_tag|>" in family_named("llama3").triggers
+    assert "```tool_code" in family_named("gemma").triggers
+    assert set(family_names()) >= {"hermes", "llama3", "mistral", "function_gemma", "gemma", "generic"}
 
 
-def test_a_family_is_one_registration():
-    from edge_infer.engine.toolcalls.matchers import Tagged
-    from edge_infer.engine.toolcalls.registry import ToolCallParser
+def test_a_family_is_one_object():
+    from edge_infer.chat.families.matchers import Tagged
 
-    @register("test_granite", lambda tmpl, arch: "<|tool_call|>" in tmpl, priority=5)
-    def granite():
-        return ToolCallParser("test_granite", lambda: [Tagged("<|tool_call|>", "<|end|>")],
-                              triggers=("<|tool_call|>",))
-
+    register(Family("test_granite", detect=lambda tmpl, arch: "<|tool_call|>" in tmpl,
+                    matchers=lambda: [Tagged("<|tool_call|>", "<|end|>")], triggers=("<|tool_call|>",), priority=5))
     try:
-        parser = parser_for("... <|tool_call|> ...", "granite")
-        assert parser.family == "test_granite"
-        reply = parser.parse('ok<|tool_call|>[{"name": "f", "arguments": {"a": 1}}]<|end|>', fixed_ids())
+        family = family_for("... <|tool_call|> ...", "granite")
+        assert family.name == "test_granite"
+        reply = family.parse('ok<|tool_call|>[{"name": "f", "arguments": {"a": 1}}]<|end|>', fixed_ids())
         assert summary(reply) == ("ok", [("f", {"a": 1})])
     finally:
-        registry._FAMILIES[:] = [e for e in registry._FAMILIES if e.family != "test_granite"]
-    assert parser_for("... <|tool_call|> ...", "granite").family == "generic"
+        unregister("test_granite")
+    assert family_for("... <|tool_call|> ...", "granite").name == "generic"
+
+
+def test_each_family_holds_its_call_syntax_and_reasoning_markers():
+    from edge_infer.chat import WRAPPERS
+
+    assert family_named("hermes").wrapper.trigger == "<tool_call>"
+    assert family_named("gemma").wrapper.syntax == "python"
+    assert family_named("function_gemma").wrapper.syntax == "function_gemma"
+    assert family_named("generic").wrapper is None
+    assert family_named("hermes").reasoning == ("<think>", "</think>")
+    assert WRAPPERS == {f: family_named(f).wrapper for f in ("hermes", "mistral", "llama3", "function_gemma", "gemma")}
 
 
 def test_default_call_ids():
     assert re.fullmatch(r"call_[A-Za-z0-9]{24}", new_call_id())
     assert new_call_id() != new_call_id()
-    reply = parser_named("hermes").parse(HERMES_SINGLE)
+    reply = family_named("hermes").parse(HERMES_SINGLE)
     assert re.fullmatch(r"call_[A-Za-z0-9]{24}", reply.tool_calls[0].id)
 
 
 def test_finish_is_idempotent_and_feed_after_finish_is_ignored():
-    sp = parser_named("hermes").stream(fixed_ids())
+    sp = family_named("hermes").stream(fixed_ids())
     sp.feed("<tool_call>{\"name\": ")
     out = sp.finish()
     assert fold_events(out).content == "<tool_call>{\"name\": "
     assert sp.finish() == [] and sp.feed("more") == []
 
 
-def test_exported_through_the_engine_package():
-    from edge_infer import engine
+def test_exported_through_the_chat_package():
+    from edge_infer import chat
 
-    assert engine.toolcalls.parser_for(QWEN_TMPL, "qwen2").family == "hermes"
+    assert chat.families.family_for(QWEN_TMPL, "qwen2").name == "hermes"
 
 
 def test_tool_call_dataclass_shape():
@@ -423,10 +429,10 @@ def test_random_marker_soup_streams_like_whole_and_never_retracts(seed):
     import random
 
     rng = random.Random(seed)
-    names = families()
+    names = family_names()
     for _ in range(600):
         text = "".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 12)))
-        parser = parser_named(rng.choice(names))
+        parser = family_named(rng.choice(names))
         starts = rng.random() < 0.2
         expected = whole_events(parser, text, starts_in_reasoning=starts)
         final = fold_events(expected).content
@@ -435,5 +441,5 @@ def test_random_marker_soup_streams_like_whole_and_never_retracts(seed):
         events = []
         for a, b in zip([0] + cuts, cuts + [len(text)]):
             events += sp.feed(text[a:b])
-            assert final.startswith(fold_events(events).content), (parser.family, text)
-        assert merged(events + sp.finish()) == expected, (parser.family, text, cuts)
+            assert final.startswith(fold_events(events).content), (parser.name, text)
+        assert merged(events + sp.finish()) == expected, (parser.name, text, cuts)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edge_infer.engine.grammar_scan import DIGITS, WORD_CHARS, GbnfScanner, class_matches_something, show_code_point
+from edge_infer.chat.gbnf.scan import DIGITS, WORD_CHARS, GbnfScanner, class_matches_something, show_code_point
 
 # Nesting llama.cpp can parse without overflowing a thread's stack (30,000 levels crashed the
 # server); converters write up to 1000 (json_schema_to_gbnf for maxLength 1000).

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from edge_infer.engine.grammar_parse import EPS, TERM, GbnfParser, TokenRef
-from edge_infer.engine.grammar_scan import GrammarError
+from edge_infer.chat.gbnf.parse import EPS, TERM, GbnfParser, TokenRef
+from edge_infer.chat.gbnf.scan import GrammarError
 
 __all__ = ["GrammarError", "TokenRef", "validate_gbnf"]
 

@@ -10,10 +10,10 @@ their name goes out once complete and their arguments as they arrive.
 
 from __future__ import annotations
 
-from edge_infer.engine.toolcalls.events import (
+from edge_infer.chat.events import (
     ContentDelta, IdFactory, ToolCallArgsDelta, ToolCallStart, new_call_id,
 )
-from edge_infer.engine.toolcalls.matchers import Done, Fail, Matcher
+from edge_infer.chat.families.matchers import Done, Fail, Matcher
 
 
 class ToolCallStream:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from llama_cpp import llama_grammar
 
-from edge_infer.engine.grammar_check import GrammarError, validate_gbnf
+from edge_infer.chat.gbnf.check import GrammarError, validate_gbnf
 
 GRAMMARS = Path(__file__).parent / "grammars"
 

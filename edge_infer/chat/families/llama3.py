@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 
-from edge_infer.engine.toolcalls.generic import generic_matchers
-from edge_infer.engine.toolcalls.jsonscan import is_prefix_of_any
-from edge_infer.engine.toolcalls.matchers import Done, Fail, JsonObjectAfter, Matcher
-from edge_infer.engine.toolcalls.pythonic import calls_from_python
-from edge_infer.engine.toolcalls.registry import ToolCallParser, register
+from edge_infer.chat.families.generic import generic_matchers
+from edge_infer.chat.families.jsonscan import is_prefix_of_any
+from edge_infer.chat.families.matchers import Done, Fail, JsonObjectAfter, Matcher
+from edge_infer.chat.families.pythonic import calls_from_python
+from edge_infer.chat.families.family import Family
+from edge_infer.chat.families.syntax import LLAMA3
 
 PYTHON_TAG = "<|python_tag|>"
 _KEYS = ('"name"', '"type"', '"function"')
@@ -68,7 +69,6 @@ def _is_llama3(tmpl: str, arch: str) -> bool:
                                   ("ipython" in tmpl or "tools" in tmpl))
 
 
-@register("llama3", _is_llama3, priority=30)
-def llama3() -> ToolCallParser:
-    return ToolCallParser("llama3", lambda: [PythonTag(), JsonCallObject()] + generic_matchers(),
-                          triggers=(PYTHON_TAG, '{"name"', '{"type"'))
+FAMILIES = (Family("llama3", detect=_is_llama3,
+                   matchers=lambda: [PythonTag(), JsonCallObject()] + generic_matchers(),
+                   triggers=(PYTHON_TAG, '{"name"', '{"type"'), wrapper=LLAMA3, priority=30),)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 
-from edge_infer.engine.toolcalls.generic import generic_matchers
-from edge_infer.engine.toolcalls.jsonscan import calls_from_text, dumps, loads
-from edge_infer.engine.toolcalls.matchers import Tagged
-from edge_infer.engine.toolcalls.registry import ToolCallParser, register
+from edge_infer.chat.families.generic import generic_matchers
+from edge_infer.chat.families.jsonscan import calls_from_text, dumps, loads
+from edge_infer.chat.families.matchers import Tagged
+from edge_infer.chat.families.family import Family
+from edge_infer.chat.families.syntax import HERMES
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _FUNCTION = re.compile(r"\s*<function=([^>\s]+)>(.*?)</function>\s*", re.S)
@@ -36,7 +37,6 @@ def decode(body: str) -> list[tuple[str, str]] | None:
     return calls_from_text(body) or calls_from_xml(body)
 
 
-@register("hermes", lambda tmpl, arch: OPEN in tmpl, priority=20)
-def hermes() -> ToolCallParser:
-    return ToolCallParser("hermes", lambda: [Tagged(OPEN, CLOSE, decode)] + generic_matchers(),
-                          triggers=(OPEN,))
+FAMILIES = (Family("hermes", detect=lambda tmpl, arch: OPEN in tmpl,
+                   matchers=lambda: [Tagged(OPEN, CLOSE, decode)] + generic_matchers(),
+                   triggers=(OPEN,), wrapper=HERMES, priority=20),)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import re
 
-from edge_infer.engine.toolcalls.wrappers import HERMES, LLAMA3, MISTRAL, WRAPPERS, CallWrapper  # noqa: F401
-from edge_infer.engine.value_grammar import SYNTAXES, arguments_grammar
-from edge_infer.engine.value_grammar import lit as literal  # text as a GBNF string literal
+from edge_infer.chat.families.syntax import HERMES, LLAMA3, MISTRAL, CallWrapper  # noqa: F401
+from edge_infer.chat.gbnf.values import SYNTAXES, arguments_grammar
+from edge_infer.chat.gbnf.values import lit as literal  # text as a GBNF string literal
 
 
 class ToolGrammarError(ValueError):

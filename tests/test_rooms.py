@@ -131,3 +131,46 @@ def test_units_are_formatted_in_one_place():
     assert not elsewhere, f"unit formatters outside edge_infer/units.py: {elsewhere}"
     byte_ladder = re.compile(r"\(\s*\"B\",\s*\"KiB\"")
     assert [p.name for p in MODULES.values() if byte_ladder.search(p.read_text())] == ["units.py"]
+
+
+# Private names of other libraries that have no public twin, each with its reason.
+FOREIGN_PRIVATE = {
+    ("edge_infer.engine.backend", "_base_path"),  # where llama_cpp loaded libllama from: no public name
+}
+
+
+def own_private_names(tree: ast.AST) -> set[str]:
+    """The _names a module defines itself: functions, classes, assignments, attributes it sets
+    (self._x = ...), class fields and parameters."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return {n for n in names if n.startswith("_")}
+
+
+def test_a_module_reads_its_own_private_names_only():
+    """obj._name and `from x import _name` only where this module defines _name: what another
+    module needs is public (or a method), not reached into."""
+    wrong = []
+    for mod, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        own = own_private_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                    continue
+                if node.attr not in own and (mod, node.attr) not in FOREIGN_PRIVATE:
+                    wrong.append(f"{mod}:{node.lineno} reads .{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("edge_infer"):
+                wrong += [f"{mod}:{node.lineno} imports {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not wrong, "\n".join(wrong)

@@ -18,7 +18,7 @@ def register(sub) -> None:
     p.set_defaults(func=main)
 
 
-def _table(rows: list[list[str]]) -> str:
+def text_table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)
 
@@ -61,7 +61,7 @@ def _kept_table(m, binary, path, args) -> None:
             rows.append([srv.label] + [str(g["kept"]) for g in got] + [str(sum(g["refused"] for g in got))])
             print(f"done: {srv.label}", flush=True)
     print("\nConversations kept without re-evaluation (~900-token histories, follow-ups round robin)")
-    print(_table(rows))
+    print(text_table(rows))
 
 
 def _ttft_table(m, binary, path, t: int) -> None:
@@ -76,7 +76,7 @@ def _ttft_table(m, binary, path, t: int) -> None:
                          f"{r['follow_p50'] / r['fresh_p50']:.2f}", f"{r['reused']}/16"])
             print(f"done: {srv.label}", flush=True)
     print("\nFollow-up turns in random order (one-token replies: latency = TTFT)")
-    print(_table(rows))
+    print(text_table(rows))
 
 
 def _runs(values: list[float]) -> str:
@@ -109,4 +109,4 @@ def _serve_table(m, path, t: int) -> None:
         rows.append([r["label"] + note, f"{r['loaded'] / 2**20:.1f}", _runs(r["one"]), _runs(r["eight"]),
                      f"{r['long']['refused']} of 4", f"{r['long']['peak_rss'] / 2**20:.1f}"])
     print("\nserve's defaults vs the memory of before the shared pool (ctx x slots f16, no prompt cache)")
-    print(_table(rows))
+    print(text_table(rows))

@@ -5,7 +5,7 @@ a budget that holds one model."""
 
 from __future__ import annotations
 
-from edge_infer.commands.bench_memory import _table
+from edge_infer.commands.bench_memory import text_table
 
 
 def register(sub) -> None:
@@ -35,7 +35,7 @@ def main(args) -> int:
     for r in switch:
         rows.append([r["model"], f"{r['warm_ttft_s'] * 1000:.0f} ms", f"{r['cold_ttft_s'] * 1000:.0f} ms",
                      f"{r['cold_ttft_s'] / r['warm_ttft_s']:.1f}", " / ".join(f"{x:.2f}" for x in r["cold_runs"])])
-    print("Switch cost (median of 3; a model that must load includes its load):\n" + _table(rows) + "\n", flush=True)
+    print("Switch cost (median of 3; a model that must load includes its load):\n" + text_table(rows) + "\n", flush=True)
 
     # Split cores: each model one thread, through the models config.
     import tempfile
@@ -52,7 +52,7 @@ def main(args) -> int:
             rows.append([label, r["model"], f"{r['alone_tok_s']:.1f}", f"{r['together_tok_s']:.1f}",
                          f"{r['ratio']:.2f}", str(r["errors"])])
     print(f"Two models at once vs alone (1 client each, {args.requests} x {args.max_tokens} tokens):\n"
-          + _table(rows) + "\n", flush=True)
+          + text_table(rows) + "\n", flush=True)
 
     settings = EngineSettings(ctx=ctx, parallel=parallel, n_threads=args.threads)
     plans = {m: plan_footprint(find_installed(m).path, settings) for m in args.models}
@@ -71,5 +71,5 @@ def main(args) -> int:
              f"{(budget + compute) / MiB:.0f} MiB", "yes" if peak["peak_rss"] <= budget + compute else "NO",
              ", ".join(peak["loaded_after"])]]
     print("RSS of switches under a budget for one model (" + ", ".join(f"{m} plans {p.ram / MiB:.0f} MiB"
-          for m, p in plans.items()) + "):\n" + _table(rows), flush=True)
+          for m, p in plans.items()) + "):\n" + text_table(rows), flush=True)
     return 0

@@ -25,7 +25,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _table(info, est, ctx: int, parallel: int) -> str:
+def plan_table(info, est, ctx: int, parallel: int) -> str:
     n_swa = sum(info.swa_layers)
     window = (f"{info.sliding_window} tokens on {n_swa} of {info.block_count} layers"
               if n_swa else ("none" if not info.sliding_window else f"{info.sliding_window} (not used)"))
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from edge_infer.engine.llama import init_backend
     from edge_infer.engine.placement import gpu_memory_cap
     from edge_infer.gguf.info import read_model_info
-    from edge_infer.plan import engine_estimate_kwargs, estimate_memory, plan_memory
+    from edge_infer.plan import engine_estimate_kwargs, estimate_memory, plan_for
     from edge_infer.store.store import ModelStore
 
     path = ModelStore().resolve(args.model)
@@ -80,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
     engine_options = engine_estimate_kwargs(settings)  # as the engine would create its context
     backend = init_backend()  # loads ggml's backend libraries only, no model
     machine = this_machine().capped(gpu_memory_cap(settings.gpu_memory))
-    plan = plan_memory(info, machine, ctx=args.ctx, parallel=args.parallel, n_gpu_layers=settings.n_gpu_layers,
-                       **engine_options)
+    plan = plan_for(info, settings, machine, ctx=args.ctx, parallel=args.parallel)
     est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=plan.n_gpu_layers,
                           split=plan.split or (1.0,), **engine_options)
     if args.json:
@@ -91,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                           "devices": [asdict(d) for d in machine.gpus],
                           "backend": backend.as_dict()}, indent=2))
     else:
-        print(_table(info, est, ctx, settings.parallel))
+        print(plan_table(info, est, ctx, settings.parallel))
         print(_plan_lines(plan, machine))
         print(backend_lines(backend))
     return 0

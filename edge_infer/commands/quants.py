@@ -24,7 +24,7 @@ def main(args) -> int:
     from dataclasses import asdict
 
     from edge_infer.engine.devices import this_machine
-    from edge_infer.plan import plan_memory
+    from edge_infer.plan import plan_for
     from edge_infer.errors import EdgeInferError
     from edge_infer.units import human_bytes
     from edge_infer.store.hub import HubClient, parse_spec
@@ -44,7 +44,7 @@ def main(args) -> int:
         chosen = choose_level(fits)
     except EdgeInferError:
         chosen = None
-    plan = plan_memory(chosen.info, machine, ctx=args.ctx, parallel=args.parallel) if chosen else None
+    plan = plan_for(chosen.info, None, machine, ctx=args.ctx, parallel=args.parallel) if chosen else None
     ref = fits[0].info
     if args.json:
         print(json.dumps({

@@ -1,6 +1,6 @@
 """The only room that talks to llama.cpp for inference. Public API below."""
 
-from edge_infer.engine.api import tool_family
+from edge_infer.engine.api import ServedEngine, tool_family
 from edge_infer.engine.sampling import SamplingParams
 from edge_infer.engine.sequence import Request
 from edge_infer.engine.stats import EngineSnapshot, RequestStats
@@ -26,4 +26,4 @@ def __getattr__(name):
 
 __all__ = ["Engine", "BadRequestError", "quantize_file", "list_devices", "this_machine", "place",
            "Request", "SamplingParams", "Completion",
-           "FinishEvent", "RequestStream", "TokenEvent", "EngineSnapshot", "RequestStats", "tool_family"]
+           "FinishEvent", "RequestStream", "TokenEvent", "EngineSnapshot", "RequestStats", "ServedEngine", "tool_family"]

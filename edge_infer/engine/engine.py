@@ -32,7 +32,7 @@ from edge_infer.engine.sequence import Request, Sequence, Status
 from edge_infer.engine.speculation import Speculation, check_draft_max
 from edge_infer.engine.snapshot import build_snapshot
 from edge_infer.engine.stats import EngineSnapshot, EngineStats, FinishedRequest
-from edge_infer.engine.stream import FinishEvent, RequestStream
+from edge_infer.engine.stream import FinishEvent, FinishReason, RequestStream
 from edge_infer.engine.watchdog import StepClock, Watchdog
 from edge_infer.errors import ContextOverflowError, EdgeInferError, EngineClosedError, QueueFullError
 from edge_infer.gguf.info import read_model_info
@@ -54,9 +54,8 @@ class Engine:
         self.name = name or Path(model_path).stem
         if s.kv_budget and not s.kv_unified:
             raise EdgeInferError("--kv-budget sizes the shared KV pool: drop --kv-split")
-        # The memory plan sizes the pool (--kv-budget, default two contexts): one source of
-        # truth for what `inspect`, the fit verdicts and llama.cpp get.
-        # ... and places the layers on llama.cpp's devices (auto: what fits; engine/placement.py).
+        # The memory plan sizes the pool (--kv-budget, default two contexts) and places the layers
+        # on llama.cpp's devices: one source of truth for `inspect`, the fit verdicts and llama.cpp.
         self.placement = place(self.info, s)
         self.plan = self.placement.plan.estimate
         with capture_log() as load_log:
@@ -88,6 +87,7 @@ class Engine:
                                    share_prefixes=s.kv_unified and self.model.n_swa == 0,
                                    pool_cells=self.pool_cells, cached_prefix=self.prompt_cache.peek)
         self.memory = SlotMemory(self.ctx, self.scheduler, self.prompt_cache, self.model.n_swa)
+        self.scheduler.evict, self.scheduler.forget = self.memory.evict, self.memory.forget
         self.stats = EngineStats()  # written by the engine thread only
         self.speculation = Speculation(self.model, s, self.runner, self.memory, self.scheduler, self.stats)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -115,10 +115,12 @@ class Engine:
         """(a relevance score per document, prompt tokens), for a model with rank pooling (can_rerank)."""
         return self.embedder.rerank(query, documents)
 
-    # RAM of the embedding context once used: the model host adds it to this model's footprint.
+    # The embedding context's RAM once used (the model host adds it to this model's footprint),
+    # what it can do, its vectors' width and the longest input one vector takes.
     embedding_bytes = property(lambda self: self.embedder.reserve_bytes(self.plan.kv_bytes_per_token))
     can_rerank = property(lambda self: self.embedder.can_rerank)
-    embedding_size = property(lambda self: self.embedder.width)  # floats per vector
+    embedding_size = property(lambda self: self.embedder.width)
+    embedding_tokens = property(lambda self: self.embedder.max_tokens)
 
     def submit(self, request: Request) -> RequestStream:
         """Validate, tokenize and queue a request. Raises before queuing if it cannot run."""
@@ -291,15 +293,13 @@ class Engine:
 
     def _step(self, items: list[BatchItem]) -> None:
         """One step as in nano-vllm: (scheduled by the caller) decode -> sample -> postprocess."""
-        items = self.memory.make_room(items)
+        items = self.scheduler.make_room(items)
         if not items:
             return
         started = time.perf_counter()
         failed = self.runner.decode(items)
         now = time.perf_counter()
-        if failed == KV_FULL and len(self.scheduler.running) > 1:
-            # Our count of free cells was off (nothing was decoded): make room, retry next step.
-            self.memory.preempt_now()
+        if failed == KV_FULL and self.scheduler.kv_was_full():  # preempted: the step comes again
             return
         if failed:
             for it in items:
@@ -339,7 +339,7 @@ class Engine:
         log.warning("request %s failed: %s", seq.id, message)
         self._finish(seq, "error", error=message)
 
-    def _finish(self, seq: Sequence, reason: str, error: str | None = None, flush: bool = True) -> None:
+    def _finish(self, seq: Sequence, reason: FinishReason, error: str | None = None, flush: bool = True) -> None:
         if seq.status is Status.FINISHED:
             return
         tail = seq.end(flush)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from edge_infer.errors import EdgeInferError
 from edge_infer.gguf.info import ModelInfo
-from edge_infer.plan import MemoryPlan, engine_estimate_kwargs, plan_memory
+from edge_infer.plan import MemoryPlan, plan_for
 from edge_infer.plan.machine import Machine
 from edge_infer.units import human_bytes, parse_size
 
@@ -62,8 +62,7 @@ def place(info: ModelInfo, settings, machine: Machine | None = None, *, warn: bo
         log.warning("--n-gpu-layers %d: no GPU device, every layer stays on the CPU (%s)", asked, missing_plugin_hint())
     # Auto leaves a tenth of each device free (other programs, the driver); a number the
     # user gave may use all of it.
-    plan = plan_memory(info, machine, ctx=s.ctx, parallel=s.parallel, n_gpu_layers=asked,
-                       **engine_estimate_kwargs(s))
+    plan = plan_for(info, s, machine, n_gpu_layers=asked)
     for note in plan.notes if warn else ():
         if "--n-gpu-layers" in note:
             log.warning(note)

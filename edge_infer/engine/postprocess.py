@@ -12,6 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
+from edge_infer.chat.reply import FinishReason
 from edge_infer.engine.sequence import Sequence
 from edge_infer.engine.stream import TokenEvent
 
@@ -35,7 +36,7 @@ class Sampled:
 class Outcome:
     seq: Sequence
     event: TokenEvent | None = None  # the token and its text, to stream (None: not emitted)
-    finish: str | None = None        # stop | length | error: end the sequence so
+    finish: FinishReason | None = None        # stop | length | error: end the sequence so
     error: str | None = None
     flush: bool = True               # release the text held back (not after a stop string)
     constrain: bool = False          # a tool call began: switch to params.call_grammar now

@@ -4,16 +4,19 @@ Pure bookkeeping (no llama.cpp calls) so its decisions can be unit-tested with f
 A slot is a llama.cpp sequence id; it remembers the tokens its KV cache holds so a new
 request can reuse the longest common prefix (multi-turn chat skips its history).
 All slots share one pool of KV cells: a request is admitted only when its prompt fits
-beside what the running ones hold, and when a step needs more cells than are free the
-engine evicts idle slots' leftovers, then preempts the youngest running sequence
-(vLLM's policy); a preempted sequence waits at the head of the queue and resumes.
+beside what the running ones hold, and when a step needs more cells than are free idle
+slots' leftovers are evicted, then the youngest running sequence is preempted (vLLM's
+policy); a preempted sequence waits at the head of the queue and resumes. Preemption is
+decided here only (make_room, kv_was_full); SlotMemory carries out what leaves the cache.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 from edge_infer.engine.postprocess import Sampled, Vocab, postprocess_token
 from edge_infer.engine.sequence import Sequence, Status
@@ -22,6 +25,7 @@ from edge_infer.engine.slots import CellLedger, Slot, cells_in_use, common_prefi
 
 __all__ = ["Admission", "BatchItem", "Scheduler", "Slot", "cells_in_use", "common_prefix", "SMALL_LOSS"]
 
+log = logging.getLogger("edge_infer.engine")
 _tick = itertools.count()
 SMALL_LOSS = 256  # cached tokens not worth keeping a slot for (one flash-attention block)
 # Drafted tokens in one step, over all sequences: verifying them is extra compute, which a
@@ -69,6 +73,11 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.step_cost = StepCost()  # the engine times its decodes into it; drafts follow it
+        # How cells leave the pool (the engine's SlotMemory: an idle slot's are saved to the
+        # prompt cache first); bookkeeping alone here, for tests without llama.cpp.
+        self.evict: Callable[[Slot], None] = lambda slot: slot.trim(0)
+        self.forget: Callable[[Slot], None] = lambda slot: slot.trim(0)
+        self.preemptions = 0  # running sequences taken off their slot for room
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -159,15 +168,44 @@ class Scheduler:
         idle = [s for s in self.slots if s.seq is None and s.cells and s is not but]
         return min(idle, key=lambda s: s.last_used, default=None)
 
-    def preempt_youngest(self) -> Sequence | None:
+    # ---- preemption: decided here only --------------------------------------------------
+    def make_room(self, items: list[BatchItem]) -> list[BatchItem]:
+        """Free cells until the step fits: idle leftovers first (least recently used, saved to
+        the prompt cache by `evict`), then the youngest running sequence is preempted. Returns
+        the step, planned again when anything was preempted."""
+        while items and sum(len(it.tokens) for it in items) > self.free_cells():
+            victim = self.idle_victim()
+            if victim is not None:
+                self.evict(victim)
+                continue
+            if self.preempt_youngest() is None:
+                break
+            items = self.plan()
+        return items
+
+    def kv_was_full(self) -> bool:
+        """llama.cpp found no room for a step although we counted enough (nothing was decoded):
+        preempt the youngest and drop its cells (our record of them was off); the step is
+        planned again next time. False when only one sequence runs: then the step fails."""
+        if len(self.running) <= 1:
+            return False
+        slot = self.slots[self.running[-1].slot]
+        self.preempt_youngest("llama.cpp's KV cache was fuller than counted", logging.WARNING)
+        self.forget(slot)
+        return True
+
+    def preempt_youngest(self, why: str = "KV pool full", level: int = logging.INFO) -> Sequence | None:
         """Take the most recently admitted running sequence off its slot and put it at the
-        head of the queue (its slot keeps the cells until the engine evicts them)."""
+        head of the queue (its slot keeps the cells until they are evicted); it resumes
+        where it was when cells free up."""
         if not self.running:
             return None
         seq = self.running.pop()
         self.slots[seq.slot].seq = None
         seq.preempted()
         self.waiting.appendleft(seq)
+        self.preemptions += 1
+        log.log(level, "%s: preempted %s (%d tokens to resume)", why, seq.id, len(seq.prefill_tokens))
         return seq
 
     def plan(self) -> list[BatchItem]:

@@ -1,9 +1,8 @@
 """What the slots' KV cells hold, and making room in the shared pool.
 
-The scheduler decides who runs; this applies those decisions to llama.cpp's cache: share a
-donor's prefix, restore a saved conversation from the prompt cache, save what a slot is
-about to lose, evict idle leftovers and preempt the youngest sequence when a step needs
-more cells than are free. Engine thread only.
+The scheduler decides who runs and who is preempted; this applies those decisions to
+llama.cpp's cache: share a donor's prefix, restore a saved conversation from the prompt
+cache, save what a slot is about to lose, evict idle leftovers. Engine thread only.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 from edge_infer.engine.kv_state import restore_sequence, save_sequence
 from edge_infer.engine.llama import LlamaContext
 from edge_infer.engine.prompt_cache import PromptCache
-from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler, Slot
+from edge_infer.engine.scheduler import Admission, Scheduler, Slot
 
 log = logging.getLogger("edge_infer.engine")
 # Shorter histories are cheaper to evaluate again than to keep (and crowd out longer ones).
@@ -23,7 +22,6 @@ MIN_SAVED_TOKENS = 64
 
 @dataclass
 class MemoryCounters:
-    preemptions: int = 0       # running sequences taken off their slot for room
     evictions: int = 0         # idle slots' leftovers dropped from the pool for room
     restored_tokens: int = 0   # tokens put back from the prompt cache instead of evaluated
     restore_failures: int = 0  # restores llama.cpp refused (evaluated instead)
@@ -108,40 +106,6 @@ class SlotMemory:
         """Empty a slot's KV cells and its record of them (slot.cached mirrors the cache)."""
         self.ctx.seq_rm(slot.id, -1, -1)
         slot.trim(0)
-
-    def make_room(self, items: list[BatchItem]) -> list[BatchItem]:
-        """Free cells until the step fits: idle leftovers first (least recently used, saved to
-        the prompt cache), then the youngest running sequence is preempted. Returns the step,
-        planned again when anything was preempted."""
-        sched = self.scheduler
-        while items and sum(len(it.tokens) for it in items) > sched.free_cells():
-            victim = sched.idle_victim()
-            if victim is not None:
-                self.evict(victim)
-                continue
-            if self._preempt() is None:
-                break
-            items = sched.plan()
-        return items
-
-    def preempt_now(self) -> None:
-        """llama.cpp found no room although we counted enough: free the youngest's cells now
-        (nothing saved: our record of them was off)."""
-        slot = self._preempt("llama.cpp's KV cache was fuller than counted", logging.WARNING)
-        if slot is not None:
-            self.forget(slot)
-
-    def _preempt(self, why: str = "KV pool full", level: int = logging.INFO) -> Slot | None:
-        """Take the youngest running sequence off its slot (it resumes when cells free up);
-        returns that slot, whose cells stay until evicted."""
-        running = self.scheduler.running
-        slot = self.scheduler.slots[running[-1].slot] if running else None
-        seq = self.scheduler.preempt_youngest()
-        if seq is None:
-            return None
-        self.counters.preemptions += 1
-        log.log(level, "%s: preempted %s (%d tokens to resume)", why, seq.id, len(seq.prefill_tokens))
-        return slot
 
     def reset_failed(self, slot: Slot) -> None:
         """After a failed decode: the slot's cells are unknown, drop them (nothing saved)."""

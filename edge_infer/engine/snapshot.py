@@ -40,7 +40,7 @@ def build_snapshot(engine) -> EngineSnapshot:
         generated_tokens_total=stats.generated_tokens,
         decode_tok_s=round(stats.decode_rate.rate(), 1), prefill_tok_s=round(stats.prefill_rate.rate(), 1),
         ttft_p50_s=stats.ttft_percentile(0.5), ttft_p95_s=stats.ttft_percentile(0.95),
-        requests=reqs, kv_preemptions_total=mem.preemptions, kv_evictions_total=mem.evictions,
+        requests=reqs, kv_preemptions_total=sched.preemptions, kv_evictions_total=mem.evictions,
         prompt_cache_entries=cache.entries, prompt_cache_bytes=cache.bytes,
         prompt_cache_cap_bytes=engine.prompt_cache.cap_bytes, prompt_cache_hits_total=cache.hits,
         prompt_cache_misses_total=cache.misses, prompt_cache_evictions_total=cache.evictions,

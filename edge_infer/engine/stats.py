@@ -6,6 +6,8 @@ import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
+from edge_infer.chat.reply import FinishReason
+
 
 def decode_rate(n_tokens: int, first_at: float, end_at: float) -> float:
     """Tokens per second after the first one (which comes from prefill)."""
@@ -197,7 +199,7 @@ class FinishedRequest:
     """One line of the engine's recent history (the Server tab's request log reads it)."""
     id: str
     source: str
-    reason: str
+    reason: FinishReason
     prompt_tokens: int
     cached_tokens: int
     generated_tokens: int
@@ -206,6 +208,6 @@ class FinishedRequest:
     finished_at: float  # time.time()
 
     @classmethod
-    def of(cls, request_id: str, source: str, reason: str, st: RequestStats) -> "FinishedRequest":
+    def of(cls, request_id: str, source: str, reason: FinishReason, st: RequestStats) -> "FinishedRequest":
         return cls(request_id, source, reason, st.prompt_tokens, st.cached_tokens, st.generated_tokens,
                    st.ttft_s, st.decode_tok_s, time.time())

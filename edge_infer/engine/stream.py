@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from edge_infer.chat.reply import FinishReason
 from edge_infer.engine.stats import RequestStats
 
 
@@ -27,7 +28,7 @@ class TokenEvent:
 
 @dataclass
 class FinishEvent:
-    reason: str                        # "stop" | "length" | "cancelled" | "error"
+    reason: FinishReason               # stop | length | cancelled | error | timeout
     text: str = ""                     # text released at the end (flushed holdback)
     stats: RequestStats | None = None
     error: str | None = None
@@ -37,7 +38,7 @@ class FinishEvent:
 class Completion:
     text: str
     tokens: list[int]
-    finish_reason: str
+    finish_reason: FinishReason
     stats: RequestStats
     logprobs: list[np.ndarray] = field(default_factory=list)
     error: str | None = None

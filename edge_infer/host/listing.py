@@ -6,10 +6,14 @@ from __future__ import annotations
 import math
 import time
 
+from edge_infer.host.resident import Resident
+from edge_infer.host.sources import Source
 
-def model_listing(host) -> list[dict]:
+
+def model_listing(residents: list[Resident], default: str | None, installed: list[Source]) -> list[dict]:
+    """residents: loaded and loading; installed: what else a request may load (listed unloaded)."""
     out, seen = [], set()
-    for m in list(host._models):
+    for m in residents:
         seen.add(m.path)
         out.append({"name": m.name, "state": m.state, "path": str(m.path), "ram_bytes": m.footprint.ram,
                     "vram_bytes": m.footprint.vram, "active": m.active, "pinned": m.pinned,
@@ -17,21 +21,19 @@ def model_listing(host) -> list[dict]:
                     "expires_in": (None if m.expires_at == math.inf or m.active
                                    else max(0.0, round(m.expires_at - time.monotonic(), 1))),
                     "loaded_at": m.loaded_at, "load_seconds": round(m.load_seconds, 3),
-                    "default": m.name == host._default})
-    if host.on_demand:
-        for s in host._safe_sources():
-            if s.path not in seen:
-                seen.add(s.path)
-                out.append({"name": s.name, "state": "unloaded", "path": str(s.path), "size_bytes": s.size})
+                    "default": m.name == default})
+    for s in installed:
+        if s.path not in seen:
+            seen.add(s.path)
+            out.append({"name": s.name, "state": "unloaded", "path": str(s.path), "size_bytes": s.size})
     return out
 
 
-def describe(host) -> str:
+def describe(m: Resident | None, n_loaded: int) -> str:
     """One line for the app's title bar: the default model and how many others are loaded."""
-    m = host.current
     if m is None:
         return "no model loaded"
     s = m.settings
-    others = len(host.loaded()) - 1
+    others = n_loaded - 1
     more = f" · +{others} more loaded" if others > 0 else ""
     return f"{m.name} · ctx {s.ctx} · {s.parallel} slots · {s.n_threads} threads{more}"

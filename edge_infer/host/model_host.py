@@ -18,17 +18,23 @@ import math
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from edge_infer.config import EngineSettings
 from edge_infer.host.errors import HostBusyError, ModelDoesNotFitError, ModelNotLoadedError
 from edge_infer.host.keep_alive import FOREVER
+from edge_infer.host.listing import describe, model_listing
 from edge_infer.host.model_config import ModelsConfig
+from edge_infer.host.reaper import reap
 from edge_infer.host.resident import Lease, Resident
 from edge_infer.host.residency import (Budget, Candidate, Footprint, choose_evictions, engine_footprint, fits_alone,
                                       plan_footprint)
 from edge_infer.host.seams import locate_model, open_engine, unlimited
 from edge_infer.host.sources import Source, find_installed, installed_sources, names_of
+from edge_infer.host.templates import resident_template, template_for
+
+if TYPE_CHECKING:
+    from edge_infer.engine import ServedEngine
 
 
 class ModelHost:
@@ -37,7 +43,7 @@ class ModelHost:
     load, `open_engine` builds an engine, `footprint` plans its memory."""
 
     def __init__(self, *, locate: Callable[[str | None], tuple[Path, str]] = locate_model,
-                 open_engine: Callable[[Path, EngineSettings, str], object] = open_engine,
+                 open_engine: Callable[[Path, EngineSettings, str], ServedEngine] = open_engine,
                  find_source: Callable[[str], Source | None] = find_installed,
                  list_sources: Callable[[], list[Source]] = installed_sources,
                  footprint: Callable[[Path, EngineSettings], Footprint] = plan_footprint,
@@ -73,14 +79,14 @@ class ModelHost:
             self._default = lease.name
             return lease.resident
 
-    def adopt(self, engine, path: Path | str | None = None, settings: EngineSettings | None = None,
+    def adopt(self, engine: ServedEngine, path: Path | str | None = None, settings: EngineSettings | None = None,
               name: str | None = None, aliases: tuple[str, ...] = ()) -> Resident:
         """Serve an engine built elsewhere (benchmarks, tests) as the default model; the host
         owns it from now on. A model of the same name is replaced."""
         path = Path(path or engine.model.path)
-        name = name or getattr(engine, "name", None) or path.stem
-        settings = getattr(engine, "settings", None) or settings or EngineSettings()
-        entry = Resident(name, path, settings, engine_footprint(engine, Footprint(0)),
+        name = name or engine.name or path.stem
+        settings = settings or engine.settings  # the caller's word first (a double's are defaults)
+        entry = Resident(name, path, settings, engine_footprint(engine),
                          names_of(path, *aliases) - {name},
                          keep_alive=self.keep_alive, engine=engine, loaded_at=time.time())
         with self._cond:
@@ -162,7 +168,7 @@ class ModelHost:
                 engine.close()
                 raise HostBusyError("the server is shutting down")
             # The engine's own plan: it applies defaults the template may not.
-            entry.footprint = engine_footprint(engine, entry.footprint)
+            entry.footprint = engine_footprint(engine)
             entry.engine, entry.loaded_at = engine, time.time()
             entry.load_seconds = time.monotonic() - started
             if self._default is None:
@@ -189,11 +195,11 @@ class ModelHost:
         entry.active += 1
         entry.last_used = time.monotonic()
         entry.expires_at = math.inf
-        return Lease(self, entry, keep_alive)
+        return Lease(self._release, entry, keep_alive)
 
     def _release(self, lease: Lease) -> None:
         entry = lease.resident
-        entry.footprint = engine_footprint(entry.engine, entry.footprint)  # an embedding context may have come
+        entry.footprint = engine_footprint(entry.engine)  # an embedding context may have come
         with self._cond:
             entry.active -= 1
             entry.last_used = now = time.monotonic()
@@ -217,17 +223,14 @@ class ModelHost:
         return next((m for m in models if m.answers_to(model)), None)
 
     def _template_for(self, model: str | None) -> Resident:
-        from edge_infer.host.templates import template_for
-
-        return template_for(self, model)
+        return template_for(model, self._known, self._default, self._find_source if self.on_demand else None,
+                            lambda source: self._template(source, None, False), self.names, self.servable_names)
 
     def _template(self, source: Source, settings: EngineSettings | None, pin: bool) -> Resident:
-        from edge_infer.host.templates import template
-
-        return template(self, source, settings, pin)
+        return resident_template(source, settings or self.settings, pin, self.config, self.keep_alive, self._footprint)
 
     # ---- finding -------------------------------------------------------------------------
-    def get(self, model: str | None = None):
+    def get(self, model: str | None = None) -> ServedEngine:
         """The loaded engine serving `model` (None: the default one), without loading
         anything or holding it. ModelNotLoadedError if none."""
         found = self.find(model)
@@ -253,9 +256,7 @@ class ModelHost:
 
     def listing(self) -> list[dict]:
         """Every model a request may name: loaded, loading and installed, with state and memory."""
-        from edge_infer.host.listing import model_listing
-
-        return model_listing(self)
+        return model_listing(list(self._models), self._default, self._safe_sources() if self.on_demand else [])
 
     def _safe_sources(self) -> list[Source]:
         try:
@@ -277,9 +278,7 @@ class ModelHost:
 
     @property
     def description(self) -> str:
-        from edge_infer.host.listing import describe
-
-        return describe(self)
+        return describe(self.current, len(self.loaded()))
 
     def set_default(self, model: str) -> None:
         found = self.find(model)
@@ -319,9 +318,13 @@ class ModelHost:
         self._cond.notify_all()
 
     def _reap(self) -> None:
-        from edge_infer.host.reaper import reap
+        reap(self._cond, lambda: self._closed, self._take_due)
 
-        reap(self)
+    def _take_due(self, now: float) -> tuple[list[Resident], float]:
+        """(idle models whose keep_alive ran out, taken off the host; when the next is due)."""
+        due = [m for m in self._models if m.engine is not None and not m.pinned and m.expires_at <= now and m.idle()]
+        self._models = [m for m in self._models if m not in due]
+        return due, min((m.expires_at for m in self._models if m.expires_at != math.inf), default=math.inf)
 
     def close(self) -> None:
         with self._cond:

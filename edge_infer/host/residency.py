@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edge_infer.units import human_bytes
+
+if TYPE_CHECKING:
+    from edge_infer.engine import ServedEngine
 
 RAM_SHARE = 0.9  # of the RAM available when the host starts; the rest is for everything else
 
@@ -71,13 +75,10 @@ def plan_footprint(path: Path, settings) -> Footprint:
     return Footprint(est.cpu_bytes, est.gpu_bytes)
 
 
-def engine_footprint(engine, otherwise: Footprint) -> Footprint:
+def engine_footprint(engine: ServedEngine) -> Footprint:
     """What a loaded engine holds: its memory plan, plus its embedding context once used
-    (llama.cpp computes every token's logits there); `otherwise` for engines without a plan."""
-    plan = getattr(engine, "plan", None)
-    if plan is None:
-        return otherwise
-    return Footprint(plan.cpu_bytes + getattr(engine, "embedding_bytes", 0), plan.gpu_bytes)
+    (llama.cpp computes every token's logits there)."""
+    return Footprint(engine.plan.cpu_bytes + engine.embedding_bytes, engine.plan.gpu_bytes)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,13 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from edge_infer.config import EngineSettings
 from edge_infer.host.residency import Footprint
+
+if TYPE_CHECKING:
+    from edge_infer.engine import ServedEngine
 
 
 @dataclass
@@ -21,7 +25,7 @@ class Resident:
     aliases: frozenset[str] = field(default_factory=frozenset)
     keep_alive: float = math.inf     # seconds after its last request (inf = until room is needed)
     pinned: bool = False
-    engine: object | None = None     # edge_infer.engine.Engine (or a test double); None while loading
+    engine: ServedEngine | None = None  # None while loading
     error: BaseException | None = None  # why the load failed (waiters get the same error)
     active: int = 0                  # leases held by requests
     loaded_at: float = 0.0
@@ -41,10 +45,7 @@ class Resident:
         """No lease and nothing in the engine (the TUI submits without a lease)."""
         if self.active or self.engine is None:
             return False
-        snapshot = getattr(self.engine, "snapshot", None)
-        if snapshot is None:
-            return True
-        snap = snapshot()
+        snap = self.engine.snapshot()
         return snap.slots_busy == 0 and snap.queued == 0
 
     def idle_seconds(self) -> float:
@@ -55,12 +56,12 @@ class Lease:
     """A request's hold on a loaded model: while held the model is never unloaded.
     release() once the response is over (any number of times: only the first counts)."""
 
-    def __init__(self, host, resident: Resident, keep_alive: float | None):
-        self._host, self.resident, self.keep_alive = host, resident, keep_alive
+    def __init__(self, on_release: Callable[["Lease"], None], resident: Resident, keep_alive: float | None):
+        self._on_release, self.resident, self.keep_alive = on_release, resident, keep_alive
         self.released = False
 
     @property
-    def engine(self):
+    def engine(self) -> ServedEngine:
         return self.resident.engine
 
     @property
@@ -70,7 +71,7 @@ class Lease:
     def release(self) -> None:
         if not self.released:
             self.released = True
-            self._host._release(self)
+            self._on_release(self)
 
     def __enter__(self) -> "Lease":
         return self

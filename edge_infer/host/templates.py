@@ -4,32 +4,43 @@ memory plan, keep_alive and pin. A template becomes a Resident when it loads."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Callable
+
 from edge_infer.config import EngineSettings
 from edge_infer.host.errors import ModelNotLoadedError
+from edge_infer.host.model_config import ModelsConfig
+from edge_infer.host.residency import Footprint
 from edge_infer.host.resident import Resident
 from edge_infer.host.sources import Source
 
 
-def template_for(host, model: str | None) -> Resident:
+def template_for(model: str | None, known: dict[str, Resident], default: str | None,
+                 find_source: Callable[[str], Source | None] | None, make: Callable[[Source], Resident],
+                 names: Callable[[], list[str]], servable_names: Callable[[], list[str]]) -> Resident:
+    """The template for `model` (None: the default): one loaded before, else an installed
+    source (find_source: None when the host loads nothing on demand)."""
     if model is None:
-        known = host._known.get(host._default) if host._default else None
-        if known is None:
-            raise ModelNotLoadedError("", host.names())
-        return known
-    known = next((k for k in host._known.values() if k.answers_to(model)), None)
-    if known is not None:
-        return known
-    source = host._find_source(model) if host.on_demand else None
+        found = known.get(default) if default else None
+        if found is None:
+            raise ModelNotLoadedError("", names())
+        return found
+    found = next((k for k in known.values() if k.answers_to(model)), None)
+    if found is not None:
+        return found
+    source = find_source(model) if find_source is not None else None
     if source is None:
-        raise ModelNotLoadedError(model, host.servable_names())
-    return template(host, source, None, False)
+        raise ModelNotLoadedError(model, servable_names())
+    return make(source)
 
 
-def template(host, source: Source, settings: EngineSettings | None, pin: bool) -> Resident:
-    entry = host.config.entry_for(source.name, *sorted(source.aliases))
-    settings = settings or host.settings
+def resident_template(source: Source, settings: EngineSettings, pin: bool, config: ModelsConfig, keep_alive: float,
+             footprint: Callable[[Path, EngineSettings], Footprint]) -> Resident:
+    """settings: the host's (for models loaded on demand) unless the load named its own; the
+    models config's table for the model goes over them."""
+    entry = config.entry_for(source.name, *sorted(source.aliases))
     if entry is not None:
         settings = entry.apply(settings)
-    keep = entry.keep_alive if entry is not None and entry.keep_alive is not None else host.keep_alive
-    return Resident(source.name, source.path, settings, host._footprint(source.path, settings),
+    keep = entry.keep_alive if entry is not None and entry.keep_alive is not None else keep_alive
+    return Resident(source.name, source.path, settings, footprint(source.path, settings),
                     source.aliases - {source.name}, keep, pin or bool(entry and entry.pin))

@@ -234,6 +234,18 @@ def shortfall(est: MemoryEstimate, ram_budget: int, devices, budgets) -> str:
     return " and ".join(parts) + "; " + ", ".join(can) + " can be used"
 
 
+def plan_for(info: ModelInfo, settings=None, machine: Machine | None = None, *, max_parallel: int = 1,
+             **asked) -> MemoryPlan:
+    """The one call that makes a model's memory plan from engine settings: ctx, parallel and
+    n_gpu_layers as the settings say unless `asked` names them (None: the plan picks), the
+    estimate's options as the engine creates its context."""
+    from edge_infer.config import EngineSettings
+
+    s = settings or EngineSettings()
+    wanted = {"ctx": s.ctx, "parallel": s.parallel, "n_gpu_layers": s.n_gpu_layers, **asked}
+    return plan_memory(info, machine, max_parallel=max_parallel, **wanted, **engine_estimate_kwargs(s))
+
+
 def plan_settings(info: ModelInfo, settings=None, machine: Machine | None = None, *,
                   ctx: int | None = None, parallel: int | None = None, max_parallel: int = 1,
                   n_gpu_layers: int | None = None):
@@ -249,6 +261,6 @@ def plan_settings(info: ModelInfo, settings=None, machine: Machine | None = None
     from edge_infer.config import EngineSettings
 
     settings = settings or EngineSettings.from_env()
-    plan = plan_memory(info, machine, ctx=ctx, parallel=parallel, max_parallel=max_parallel,
-                       n_gpu_layers=n_gpu_layers, **engine_estimate_kwargs(settings))
+    plan = plan_for(info, settings, machine, ctx=ctx, parallel=parallel, n_gpu_layers=n_gpu_layers,
+                    max_parallel=max_parallel)
     return replace(settings, ctx=plan.ctx, parallel=plan.parallel, n_gpu_layers=plan.n_gpu_layers), plan

@@ -31,12 +31,13 @@ from edge_infer.server import embeddings
 from edge_infer.server.leases import Leases, keep_alive_of
 from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.http_limits import HeaderLimit
+from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job
 from edge_infer.server.metrics import Metrics
 from edge_infer.server.ollama import ollama_routes
 from edge_infer.server.responses import ChatWire, TextWire, TokenText, usage
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse
-from edge_infer.server.sse import SSEResponse, stream_job
+from edge_infer.server.sse import stream_job
 
 MAX_BODY = 8 << 20  # 8 MiB: a prompt larger than any context we can hold, with room
 BODY_TIMEOUT = 30.0  # seconds to receive a whole body once the headers are in
@@ -116,7 +117,7 @@ class Server:
             return SafeJSONResponse({"status": "no model", "model": None}, status_code=503)
         engine = loaded.engine
         snap = engine.snapshot()
-        state = getattr(engine, "state", "ok")
+        state = engine.state
         body = {"status": {"ok": "ok", "stalled": "stalled"}.get(state, "error"), "model": loaded.name,
                 "slots": snap.n_slots, "slots_busy": snap.slots_busy, "queued": snap.queued,
                 "loaded": self.host.names()}
@@ -161,14 +162,10 @@ class Server:
         where the model's layers and bytes are (per device, llama.cpp's buffers and the plan)."""
         self.check_key(request)
         engine = self.engine_for(request.query_params.get("model"))
-        backend = getattr(engine, "backend", None)
-        settings = getattr(engine, "settings", None)
-        placement = getattr(engine, "placement", None)
-        return SafeJSONResponse({"model": engine.name,
-                             "settings": settings.__dict__ if settings is not None else None,
-                             "backend": backend.as_dict() if backend is not None else None,
-                             "n_gpu_layers": placement.n_gpu_layers if placement is not None else 0,
-                             "devices": [asdict(d) for d in engine.snapshot().devices]})
+        return SafeJSONResponse({"model": engine.name, "settings": engine.settings.__dict__,
+                                 "backend": engine.backend.as_dict() if engine.backend is not None else None,
+                                 "n_gpu_layers": engine.placement.n_gpu_layers,
+                                 "devices": [asdict(d) for d in engine.snapshot().devices]})
 
     async def prometheus(self, request: Request) -> Response:
         self.check_key(request)
@@ -184,66 +181,21 @@ class Server:
         self.check_key(request)
         body = parse(schema, await self.read_body(request))
         lease = await self.lease(body.model, body.keep_alive)
-        try:
-            return await self._run(request, body, lease.engine, wire_cls, lease.release)
-        except BaseException:
-            lease.release()
-            raise
+        engine = lease.engine
+        text_of, wire = self.text_of(engine), wire_cls(engine.name, include_usage=body.stream and body.include_usage)
+        wants_echo = isinstance(body, CompletionRequest) and body.echo
+        echo = (lambda job: self._echo(engine, job)) if wants_echo else (lambda job: None)
 
-    async def _run(self, request: Request, body, engine, wire_cls, release) -> Response:
-        text_of = self.text_of(engine)
-        job = Job(engine, body)
-        job.on_finish = lambda ev: ev.stats and self.metrics.generation(ev.stats, ev.reason)
-        job.submit()
-        wire = wire_cls(engine.name, include_usage=body.stream and body.include_usage)
-        echo = self._echo(engine, job) if getattr(body, "echo", False) else None
-        if body.stream:
-            def closed():
-                self._closed(job)
-                release()
-            return SSEResponse(stream_job(job, wire, text_of, echo), on_close=closed)
-        try:
-            if not await self._until_done_or_gone(request, job):
-                return Response(status_code=499)  # nobody is listening; uvicorn drops it
-        finally:
-            release()
-        k = job.top_logprobs
-        choices = []
-        for c in job.choices:
-            start = len(echo[c.index]) if echo else 0
-            lps = wire.logprob_entries(c.logprobs, k, text_of, start) if job.logprobs else None
-            text = (echo[c.index] if echo else "") + c.text
-            if job.shaper is not None:  # content / reasoning_content / tool_calls (server.replies)
-                fields, called = job.shaper.whole(c.parts, c.call_began_at)  # chat: no echo
-                reason = "tool_calls" if called and c.finish.reason == "stop" else c.finish.reason
-                choices.append(wire.whole_fields(c.index, fields, reason, lps))
-            else:
-                choices.append(wire.whole(c.index, text, c.finish.reason, lps))
-        return SafeJSONResponse(wire.response(choices, usage(*job.usage())))
+        def whole(job: Job) -> Response:
+            choices, lines = [], echo(job)
+            for c in job.choices:
+                start = len(lines[c.index]) if lines else 0
+                lps = wire.logprob_entries(c.logprobs, job.top_logprobs, text_of, start) if job.logprobs else None
+                choices.append(wire.whole(c.index, c.reply, lps, lines[c.index] if lines else ""))
+            return SafeJSONResponse(wire.response(choices, usage(*job.usage())))
 
-    async def _until_done_or_gone(self, request: Request, job: Job) -> bool:
-        """Collect the whole completion unless the client disconnects first (then cancel)."""
-        async def gone():
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-
-        work, watch = asyncio.ensure_future(job.collect()), asyncio.ensure_future(gone())
-        try:
-            await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            watch.cancel()
-            if not work.done():
-                work.cancel()
-                job.cancel()
-                self._closed(job)
-        if work.done() and not work.cancelled():
-            work.result()  # re-raises a generation failure as its APIError
-            return True
-        return False
-
-    def _closed(self, job: Job) -> None:
-        if not job.done:
-            self.metrics.cancelled.inc()
+        return await generate(self, request, lease, body, stream=lambda job: stream_job(job, wire, text_of, echo(job)),
+                              whole=whole)
 
     def _echo(self, engine, job: Job) -> list[str]:
         return [c.prompt if isinstance(c.prompt, str) else engine.model.detokenize(c.prompt)

@@ -18,12 +18,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from edge_infer.server.errors import APIError, SafeJSONResponse, bad_request, from_engine
-from edge_infer.server.schemas import _Body, parse
+from edge_infer.server.schemas import Body, parse
 
 MAX_INPUTS = 2048  # OpenAI's bound on the inputs of one embeddings request
 
 
-class EmbeddingRequest(_Body):
+class EmbeddingRequest(Body):
     model: str | None = None
     input: Union[str, list[str], list[int], list[list[int]]]
     encoding_format: Literal["float", "base64"] = "float"
@@ -48,7 +48,7 @@ class EmbeddingRequest(_Body):
         return list(x)
 
 
-class RerankRequest(_Body):
+class RerankRequest(Body):
     model: str | None = None
     query: str = Field(min_length=1)
     documents: list[str] = Field(min_length=1, max_length=MAX_INPUTS)

@@ -13,21 +13,24 @@ from dataclasses import dataclass, field
 
 from edge_infer.chat import (HERMES, CallWrapper, GrammarError, ToolGrammarError, tool_call_continuation,
                              tool_call_grammar, validate_gbnf)
-from edge_infer.engine import FinishEvent, Request, RequestStream, SamplingParams, TokenEvent
+from edge_infer.engine import FinishEvent, Request, RequestStream, SamplingParams, ServedEngine, TokenEvent
 from edge_infer.server.errors import APIError, bad_request, from_engine
-from edge_infer.server.replies import ReplyShaper
+from edge_infer.chat.reply import Reply, ReplyEnd, ReplyEvent, ReplyReader, fold
+from edge_infer.server.replies import reader_for
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
 
 
 MAX_PARALLEL_CALLS = 8  # calls in one forced reply (small models repeat a call until max_tokens)
 
 
-def grammar_for(body, wrapper: CallWrapper = HERMES) -> tuple[str | None, str | None]:
+def grammar_for(body: ChatCompletionRequest | CompletionRequest,
+                wrapper: CallWrapper = HERMES) -> tuple[str | None, str | None]:
     """(GBNF, param it came from). JSON modes become grammar-constrained sampling.
     The engine checks every grammar before llama.cpp sees it (build_sampler); the server
     is stricter with grammars users write: an unused rule there is a mistake, refused."""
-    fmt = getattr(body, "response_format", None)
-    forced = getattr(body, "forced_tool", None)  # tool_choice "required" or a named function
+    chat = isinstance(body, ChatCompletionRequest)
+    fmt = body.response_format if chat else None
+    forced = body.forced_tool if chat else None  # tool_choice "required" or a named function
     if forced:
         if (fmt is not None and fmt.type != "text") or body.grammar:
             raise bad_request("tool_choice 'required' or a named function constrains the whole reply to tool "
@@ -57,14 +60,13 @@ def grammar_for(body, wrapper: CallWrapper = HERMES) -> tuple[str | None, str | 
     return None, None
 
 
-def call_constraint(job_shaper, body) -> dict:
+def call_constraint(wrapper: CallWrapper | None, body: ChatCompletionRequest) -> dict:
     """tool_choice "auto": once the reply opens a call in its family's syntax (Hermes, Mistral,
     Llama 3, FunctionGemma, Gemma tool_code), the rest of it follows the tools' grammar
     (engine: call_trigger / call_grammar). The generic JSON fallback has no trigger."""
-    wrapper = getattr(getattr(job_shaper, "parser", None), "wrapper", None)
     if wrapper is None or body.forced_tool or body.grammar:
         return {}
-    fmt = getattr(body, "response_format", None)
+    fmt = body.response_format
     if fmt is not None and fmt.type != "text":
         return {}
     try:
@@ -112,8 +114,8 @@ def _param_of(message: str, grammar_param: str | None, prompt_param: str) -> str
 class Choice:
     index: int
     prompt: str | list[int] | None = None  # text completions: what `echo` repeats
-    parts: list[str] = field(default_factory=list)
-    call_began_at: int | None = None  # the part whose token began a grammar-written tool call
+    parts: list[str] = field(default_factory=list)  # the raw text, as the engine streamed it
+    events: list[ReplyEvent] = field(default_factory=list)  # what the reply reader made of it
     logprobs: list = field(default_factory=list)  # [(token, log-softmax vector)]
     finish: FinishEvent | None = None
 
@@ -121,11 +123,18 @@ class Choice:
     def text(self) -> str:
         return "".join(self.parts)
 
+    @property
+    def reply(self) -> Reply:
+        return fold(self.events)
+
 
 class Job:
-    def __init__(self, engine, body: ChatCompletionRequest | CompletionRequest, source: str = "api"):
+    """plain: replies are text as it comes (no reasoning or tool calls read out of them)."""
+
+    def __init__(self, engine: ServedEngine, body: ChatCompletionRequest | CompletionRequest, source: str = "api",
+                 plain: bool = False):
         self.engine = engine
-        self._server_draft_max = getattr(getattr(engine, "settings", None), "draft_max", 0)
+        self._server_draft_max = engine.settings.draft_max
         self.body = body
         self.streams: list[RequestStream] = []
         self.choices: list[Choice] = []
@@ -135,14 +144,15 @@ class Job:
             self.logprobs, self.top_logprobs = body.logprobs is not None, body.logprobs or 0
         self._source = source
         self.on_finish = None  # called with each FinishEvent (metrics)
-        # Chat replies: reasoning and tool calls out of the text (None: plain text).
-        self.shaper = ReplyShaper.for_job(engine, body) if isinstance(body, ChatCompletionRequest) else None
+        self._plain = plain
+        self.readers: list[ReplyReader] = []  # one per choice: its tokens as reply events
 
     def submit(self) -> None:
         body = self.body
-        wrapper = getattr(getattr(self.shaper, "parser", None), "wrapper", None) or HERMES
-        grammar, grammar_param = grammar_for(body, wrapper)
-        call = call_constraint(self.shaper, body) if self.shaper is not None else {}
+        family = reader_for(self.engine, body, self._plain).family
+        wrapper = family.wrapper if family is not None else None
+        grammar, grammar_param = grammar_for(body, wrapper or HERMES)
+        call = call_constraint(wrapper, body) if isinstance(body, ChatCompletionRequest) else {}
         if isinstance(body, ChatCompletionRequest):
             messages = [chat_message(m) for m in body.messages]
             prompts, prompt_param, tools = [("messages", messages)], "messages", body.tools_for_prompt
@@ -157,6 +167,7 @@ class Job:
                                   source=self._source, capture_logprobs=self.logprobs,
                                   draft_max=body.draft_max(self._server_draft_max))
                     self.choices.append(Choice(len(self.choices), prompt if kind != "messages" else None))
+                    self.readers.append(reader_for(self.engine, body, self._plain))
                     self.streams.append(self.engine.submit(req))
         except Exception as exc:  # refused by the engine: nothing of this call may keep running
             self.cancel()
@@ -208,25 +219,36 @@ class Job:
         return (sum(s.prompt_tokens for s in firsts), sum(s.generated_tokens for _, s in stats),
                 sum(s.cached_tokens for s in firsts))
 
-    async def collect(self) -> None:
-        """Run every choice to its end (non-streaming responses)."""
+    async def replies(self):
+        """(choice index, the token event or None at the end, its reply events) as they come."""
         async for i, ev in self.events():
-            c = self.choices[i]
-            c.parts.append(ev.text)
+            reader = self.readers[i]
             if isinstance(ev, TokenEvent):
-                if ev.call_began and c.call_began_at is None:
-                    c.call_began_at = len(c.parts) - 1
-                if ev.logprobs is not None:
-                    c.logprobs.append((ev.token, ev.logprobs))
-            elif (err := generation_error(ev)) is not None:
-                self.cancel()
-                raise err
+                yield i, ev, reader.token(ev.text, ev.call_began)
+            else:
+                yield i, None, reader.end(ev.reason, ev.text, ev.stats, ev.error)
+
+    async def collect(self) -> None:
+        """Run every choice to its end (non-streaming responses): the same events a stream
+        sends, kept to be folded into the whole reply."""
+        async for i, tok, events in self.replies():
+            c = self.choices[i]
+            c.events += events
+            if tok is None:
+                c.parts.append(c.finish.text)
+                if (err := generation_error(events[-1])) is not None:
+                    self.cancel()
+                    raise err
+                continue
+            c.parts.append(tok.text)
+            if tok.logprobs is not None:
+                c.logprobs.append((tok.token, tok.logprobs))
 
 
-def generation_error(ev: FinishEvent) -> APIError | None:
+def generation_error(end: ReplyEnd) -> APIError | None:
     """The error to answer with when a generation ended by failing (or the engine shut down)."""
-    if ev.reason == "timeout":  # the server's deadline, not a fault: retry later
-        return APIError(503, str(ev.error), code="deadline_exceeded", headers={"Retry-After": "1"})
-    if ev.reason == "error" or (ev.reason == "cancelled" and ev.error is not None):
-        return APIError(500, f"generation failed: {ev.error}", code="generation_error")
+    if end.finish_reason == "timeout":  # the server's deadline, not a fault: retry later
+        return APIError(503, str(end.error), code="deadline_exceeded", headers={"Retry-After": "1"})
+    if end.finish_reason == "error" or (end.finish_reason == "cancelled" and end.error is not None):
+        return APIError(500, f"generation failed: {end.error}", code="generation_error")
     return None

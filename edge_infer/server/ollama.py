@@ -9,7 +9,6 @@ errors as {"error": "message"}. Field shapes and defaults: ollama_wire.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 
@@ -22,10 +21,11 @@ from edge_infer.host import ModelNotLoadedError
 from edge_infer.server import ollama_tools, ollama_wire as wire
 from edge_infer.server.embeddings import run_leased
 from edge_infer.server.errors import APIError, SafeJSONResponse
+from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job
 from edge_infer.server.leases import host_error, keep_alive_of
 from edge_infer.server.ndjson import NDJSONResponse, stream_lines
-from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse
+from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse, validate
 
 
 def error_response(exc: APIError) -> Response:
@@ -73,7 +73,7 @@ class OllamaAPI:
         resident = self.host.find(name)
         for m in self.host.listing():
             if (resident is not None and m["name"] == resident.name) or m["name"].lower() == name.lower():
-                info = getattr(resident.engine, "info", None) if resident is not None else None
+                info = resident.engine.info if resident is not None else None
                 return m, info or self.info_of(m["path"])
         return None
 
@@ -98,12 +98,12 @@ class OllamaAPI:
             if resident is None:
                 continue
             engine = resident.engine
-            info = getattr(engine, "info", None)
+            info = engine.info
             entry = wire.model_entry(m["name"], m["path"], m["ram_bytes"] + m["vram_bytes"], info)
             # busy: its keep_alive counts from the end of its last request; None: until memory is needed
             expires = m["keep_alive"] if m["active"] else m["expires_in"]
             entry.update(size_vram=m["vram_bytes"], expires_at=wire.expires_at(expires),
-                         context_length=getattr(engine, "n_ctx_seq", None) or resident.settings.ctx)
+                         context_length=engine.n_ctx_seq)
             out.append(entry)
         return SafeJSONResponse({"models": out})
 
@@ -163,23 +163,34 @@ class OllamaAPI:
     async def _generate(self, request: Request, body, schema, fields: dict, out, started: float) -> Response:
         lease, load_s = await self.lease(self.name_of(body.model), body.keep_alive)
         try:
-            engine = lease.engine
-            try:  # through parse(): the same messages as the OpenAI routes, named as Ollama's fields
-                ours = parse(schema, json.dumps({**wire.openai_fields(body, lease.name), **fields}).encode())
+            try:  # the same checks and messages as the OpenAI routes, named as Ollama's fields
+                ours = validate(schema, {**wire.openai_fields(body, lease.name), **fields})
             except APIError as exc:
                 raise wire.ollama_param(exc) from None
-            self._cap_context(engine, ours, body, fields)
-            return await self._run(request, engine, ours, out, lease, started, load_s)
+            self._cap_context(lease.engine, ours, body, fields)
         except BaseException:
             lease.release()
             raise
+
+        def counters(stats) -> dict:
+            return wire.timings(stats, started, load_s)
+
+        def whole(job: Job) -> Response:
+            c = job.choices[0]
+            reply = c.reply
+            done = out.done(c.text, ollama_tools.done_reason(reply.finish_reason), counters(c.finish.stats))
+            if isinstance(out, wire.ChatWire):  # content, thinking, tool_calls
+                done["message"] = ollama_tools.message(reply)
+            return SafeJSONResponse(done)
+
+        return await generate(self.srv, request, lease, ours, stream=lambda job: stream_lines(job, out, counters),
+                              whole=whole, response_cls=NDJSONResponse, plain=not isinstance(out, wire.ChatWire))
 
     def _cap_context(self, engine, ours, body, fields: dict) -> None:
         """options.num_ctx never reloads the model: it caps this request (prompt + output)
         within the context the model was loaded with."""
         num_ctx = body.options.num_ctx if body.options else None
-        loaded = getattr(engine, "n_ctx_seq", None)
-        if not num_ctx or loaded is None or num_ctx >= loaded:
+        if not num_ctx or num_ctx >= engine.n_ctx_seq:
             return
         try:
             prompt = (engine.tokenize_messages(fields["messages"], ours.tools_for_prompt) if "messages" in fields
@@ -191,33 +202,6 @@ class OllamaAPI:
             raise APIError(400, f"the prompt is {len(prompt)} tokens; options.num_ctx {num_ctx} leaves no room "
                                 f"to generate", param="options.num_ctx", code="context_length_exceeded")
         ours.max_tokens = min(ours.max_tokens or room, room)
-
-    async def _run(self, request: Request, engine, ours, out, lease, started: float, load_s: float) -> Response:
-        srv = self.srv
-        job = Job(engine, ours)
-        job.on_finish = lambda ev: ev.stats and srv.metrics.generation(ev.stats, ev.reason)
-        job.submit()
-
-        def counters(stats) -> dict:
-            return wire.timings(stats, started, load_s)
-
-        shaped = isinstance(out, wire.ChatWire) and job.shaper is not None  # thinking, tool_calls
-        if ours.stream:
-            def closed():
-                srv._closed(job)
-                lease.release()
-            lines = stream_lines(job, out, counters, ollama_tools.ShapedPieces(job, out) if shaped else None)
-            return NDJSONResponse(lines, on_close=closed)
-        try:
-            if not await srv._until_done_or_gone(request, job):
-                return Response(status_code=499)  # nobody is listening
-        finally:
-            lease.release()
-        c = job.choices[0]
-        done = out.done(c.text, c.finish.reason, counters(c.finish.stats))
-        if shaped:
-            done["message"] = ollama_tools.message(job.shaper.whole(c.parts, c.call_began_at)[0])
-        return SafeJSONResponse(done)
 
     # ---- embeddings --------------------------------------------------------------------
     async def embed(self, request: Request) -> Response:
@@ -272,7 +256,7 @@ async def _alive(request: Request) -> Response:
 def _truncated(engine, inputs: list[str]) -> list[str | list[int]]:
     """Ollama's truncate (its default): an input longer than an embedding input may be loses
     its end. Only inputs that could be too long are tokenized (a token is at least a byte)."""
-    limit = getattr(getattr(engine, "embedder", None), "max_tokens", None) or getattr(engine, "n_ctx_seq", 0)
+    limit = engine.embedding_tokens
     out: list[str | list[int]] = []
     for text in inputs:
         tokens = engine.tokenize(text) if limit and len(text.encode("utf-8", "replace")) + 4 > limit else None

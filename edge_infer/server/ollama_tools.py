@@ -4,14 +4,17 @@ In: `tools` (OpenAI's shape, checked by schemas.ChatCompletionRequest), assistan
 with `tool_calls` whose arguments are an object (ours: JSON text, with an id), and `tool`
 messages without an id (each answers the earliest unanswered call of the assistant message
 before it, the one named `tool_name` when it says). Out: server.replies' fields as
-Ollama's message: content, `thinking` (our reasoning_content), `tool_calls` with object
-arguments. Streamed, a call is sent whole in one line once its arguments are complete.
+Ollama's message: content, `thinking` (our reasoning), `tool_calls` with object
+arguments. Streamed, a call is sent whole in one line once its arguments are complete
+(chat.reply's ToolCallDone).
 """
 
 from __future__ import annotations
 
 import json
 
+from edge_infer.chat.events import ContentDelta, ReasoningDelta
+from edge_infer.chat.reply import Reply, ToolCallDone
 from edge_infer.server.errors import bad_request
 
 
@@ -57,86 +60,36 @@ def chat_messages(messages) -> list[dict]:
     return out
 
 
-def _arguments(text: str) -> dict:
-    try:
-        args = json.loads(text) if text.strip() else {}
-    except ValueError:
-        return {}
-    return args if isinstance(args, dict) else {}
+def done_reason(finish_reason: str | None) -> str:
+    """Ollama says "stop" where OpenAI says "tool_calls"."""
+    return "stop" if finish_reason == "tool_calls" else (finish_reason or "stop")
 
 
-def message(fields: dict) -> dict:
-    """server.replies' whole-reply fields -> Ollama's assistant message."""
-    msg: dict = {"role": "assistant", "content": fields.get("content") or ""}
-    if fields.get("reasoning_content"):
-        msg["thinking"] = fields["reasoning_content"]
-    if fields.get("tool_calls"):
-        msg["tool_calls"] = [{"function": {"name": c["function"]["name"],
-                                           "arguments": _arguments(c["function"]["arguments"])}}
-                             for c in fields["tool_calls"]]
+def call(done: ToolCallDone) -> dict:
+    return {"function": {"name": done.call.name, "arguments": done.arguments()}}
+
+
+def message(reply: Reply) -> dict:
+    """A whole reply as Ollama's assistant message."""
+    msg: dict = {"role": "assistant", "content": reply.content or ""}
+    if reply.reasoning:
+        msg["thinking"] = reply.reasoning
+    if reply.tool_calls:
+        msg["tool_calls"] = [call(ToolCallDone(i, c)) for i, c in enumerate(reply.tool_calls)]
     return msg
 
 
-class _Calls:
-    """Streamed OpenAI tool-call deltas gathered into whole calls."""
-
-    def __init__(self):
-        self.calls: dict[int, dict] = {}  # index -> {"name", "arguments"}
-        self.sent: set[int] = set()
-
-    def add(self, delta: dict) -> None:
-        for tc in delta.get("tool_calls") or ():
-            call = self.calls.setdefault(tc["index"], {"name": None, "arguments": ""})
-            fn = tc.get("function") or {}
-            if fn.get("name"):
-                call["name"] = fn["name"]
-            call["arguments"] += fn.get("arguments") or ""
-
-    def complete(self, final: bool) -> list[dict]:
-        """The calls whose arguments are whole JSON now (at the end: all of them), once each."""
-        out = []
-        for i in sorted(self.calls):
-            call = self.calls[i]
-            if i in self.sent:
-                continue
-            try:
-                args = json.loads(call["arguments"]) if call["arguments"].strip() else None
-            except ValueError:
-                args = None
-            if not isinstance(args, dict):
-                if not final:
-                    continue
-                args = {}
-            self.sent.add(i)
-            out.append({"function": {"name": call["name"], "arguments": args}})
-        return out
-
-
-def _piece(out, deltas: list[dict], calls: _Calls, final: bool = False) -> dict | None:
-    content = "".join(d.get("content") or "" for d in deltas)
-    thinking = "".join(d.get("reasoning_content") or "" for d in deltas)
-    for d in deltas:
-        calls.add(d)
-    whole = calls.complete(final)
-    if not (content or thinking or whole):
+def piece(out, events) -> dict | None:
+    """One token's reply events as a streamed line's object: its content and thinking, and
+    each tool call whole once its arguments are (None: nothing to send yet)."""
+    content = "".join(ev.text for ev in events if isinstance(ev, ContentDelta))
+    thinking = "".join(ev.text for ev in events if isinstance(ev, ReasoningDelta))
+    calls = [call(ev) for ev in events if isinstance(ev, ToolCallDone)]
+    if not (content or thinking or calls):
         return None
     obj = out.piece(content)
     if thinking:
         obj["message"]["thinking"] = thinking
-    if whole:
-        obj["message"]["tool_calls"] = whole
+    if calls:
+        obj["message"]["tool_calls"] = calls
     return obj
-
-
-class ShapedPieces:
-    """For ndjson.stream_lines: content, thinking and whole tool calls out of the reply."""
-
-    def __init__(self, job, out):
-        self.out, self.shaped, self.calls = out, job.shaper.stream(), _Calls()
-
-    def feed(self, text: str, call_began: bool = False) -> dict | None:
-        return _piece(self.out, self.shaped.feed(text, call_began), self.calls)
-
-    def finish(self, text: str) -> dict | None:
-        deltas = (self.shaped.feed(text) if text else []) + self.shaped.finish()
-        return _piece(self.out, deltas, self.calls, final=True)

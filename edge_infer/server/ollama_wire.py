@@ -15,7 +15,7 @@ from typing import Any, Literal, Union
 from pydantic import Field
 
 from edge_infer.server.errors import APIError, bad_request
-from edge_infer.server.schemas import _Body
+from edge_infer.server.schemas import Body
 from edge_infer.units import human_count
 
 OLLAMA_VERSION = "0.6.0"  # the Ollama API level whose subset the /api routes speak
@@ -27,7 +27,7 @@ _SAMPLING = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "presen
              "frequency_penalty")
 
 
-class Options(_Body):
+class Options(Body):
     """The runtime options we use; the rest (num_gpu, mirostat, num_thread, ...) are ignored.
     Ranges are checked by our own request schema after translation."""
     num_ctx: int | None = Field(None, ge=1)
@@ -47,7 +47,7 @@ Format = Union[Literal["", "json"], dict[str, Any], None]
 KeepAlive = Union[str, float, None]
 
 
-class _Generating(_Body):
+class _Generating(Body):
     model: str = Field(min_length=1)
     format: Format = None
     options: Options | None = None
@@ -67,7 +67,7 @@ class GenerateBody(_Generating):
     images: list[str] | None = None
 
 
-class Message(_Body):
+class Message(Body):
     role: str
     content: str | None = None
     images: list[str] | None = None
@@ -82,7 +82,7 @@ class ChatBody(_Generating):
     tool_choice: Any = None  # an edge-infer extension (Ollama has none): OpenAI's tool_choice
 
 
-class EmbedBody(_Body):
+class EmbedBody(Body):
     model: str = Field(min_length=1)
     input: Union[str, list[str]] = Field(default_factory=list)
     truncate: bool = True
@@ -91,14 +91,14 @@ class EmbedBody(_Body):
     keep_alive: KeepAlive = None
 
 
-class EmbeddingsBody(_Body):  # the legacy /api/embeddings
+class EmbeddingsBody(Body):  # the legacy /api/embeddings
     model: str = Field(min_length=1)
     prompt: str = ""
     options: Options | None = None
     keep_alive: KeepAlive = None
 
 
-class ShowBody(_Body):
+class ShowBody(Body):
     model: str | None = None
     name: str | None = None  # older clients send the model as `name`
     verbose: bool = False

@@ -13,6 +13,8 @@ import uuid
 import numpy as np
 
 from edge_infer import __version__
+from edge_infer.chat.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart, new_call_id
+from edge_infer.chat.reply import Reply
 
 FINGERPRINT = f"edge-infer-{__version__}"
 
@@ -54,6 +56,20 @@ def top_k(logprobs: np.ndarray, k: int) -> list[tuple[int, float]]:
     return [(int(i), float(logprobs[i])) for i in idx]
 
 
+def delta_of(event) -> dict | None:
+    """A reply event as an OpenAI chat `delta` (None: nothing this wire sends for it)."""
+    if isinstance(event, ContentDelta):
+        return {"content": event.text}
+    if isinstance(event, ReasoningDelta):
+        return {"reasoning_content": event.text}
+    if isinstance(event, ToolCallStart):
+        return {"tool_calls": [{"index": event.index, "id": event.id, "type": "function",
+                                "function": {"name": event.name, "arguments": ""}}]}
+    if isinstance(event, ToolCallArgsDelta):
+        return {"tool_calls": [{"index": event.index, "function": {"arguments": event.fragment}}]}
+    return None
+
+
 class ChatWire:
     object, chunk_object, prefix = "chat.completion", "chat.completion.chunk", "chatcmpl-"
 
@@ -88,21 +104,27 @@ class ChatWire:
         return {"index": index, "delta": {"content": text} if text else {}, "logprobs": None,
                 "finish_reason": reason}
 
-    def fields(self, index: int, delta: dict, logprobs: list | None) -> dict:
-        """A chunk of a shaped reply: content, reasoning_content or tool_calls (server.replies)."""
-        return {"index": index, "delta": delta,
+    def piece(self, index: int, event, logprobs: list | None) -> dict | None:
+        """A reply event (None: logprobs alone) as a chunk's choice; None: nothing to send."""
+        delta = delta_of(event)
+        if delta is None and logprobs is None:
+            return None
+        return {"index": index, "delta": delta or {},
                 "logprobs": {"content": logprobs, "refusal": None} if logprobs is not None else None,
                 "finish_reason": None}
 
-    def whole_fields(self, index: int, fields: dict, reason: str, logprobs: list | None) -> dict:
-        return {"index": index, "message": {"role": "assistant", **fields, "refusal": None},
+    def whole(self, index: int, reply: Reply, logprobs: list | None, echo: str = "") -> dict:
+        message: dict = {"role": "assistant", "content": reply.content}
+        if reply.reasoning is not None:
+            message["reasoning_content"] = reply.reasoning
+        if reply.tool_calls:
+            message["tool_calls"] = [{"id": c.id or new_call_id(), "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments_json}}
+                                     for c in reply.tool_calls]
+        message["refusal"] = None
+        return {"index": index, "message": message,
                 "logprobs": {"content": logprobs, "refusal": None} if logprobs is not None else None,
-                "finish_reason": reason}
-
-    def whole(self, index: int, text: str, reason: str, logprobs: list | None) -> dict:
-        return {"index": index, "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": {"content": logprobs, "refusal": None} if logprobs is not None else None,
-                "finish_reason": reason}
+                "finish_reason": reply.finish_reason}
 
     def response(self, choices: list[dict], usage_: dict) -> dict:
         d = self._envelope(self.object)
@@ -137,8 +159,15 @@ class TextWire(ChatWire):
     def closing(self, index: int, text: str, reason: str) -> dict:
         return {"index": index, "text": text, "logprobs": None, "finish_reason": reason}
 
-    def whole(self, index: int, text: str, reason: str, logprobs: dict | None) -> dict:
-        return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": reason}
+    def piece(self, index: int, event, logprobs: dict | None) -> dict | None:
+        text = event.text if isinstance(event, ContentDelta) else ""
+        if not text and logprobs is None:
+            return None
+        return self.delta(index, text, logprobs)
+
+    def whole(self, index: int, reply: Reply, logprobs: dict | None, echo: str = "") -> dict:
+        return {"index": index, "text": echo + (reply.content or ""), "logprobs": logprobs,
+                "finish_reason": reply.finish_reason}
 
     @staticmethod
     def logprob_entries(events: list[tuple[int, np.ndarray]], k: int, text_of: TokenText,

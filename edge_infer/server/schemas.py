@@ -18,18 +18,18 @@ from edge_infer.server.tool_schemas import Tool, ToolCall, check_tool_choice, ch
 
 # Validators raise APIError (not a ValueError), which pydantic lets through untouched:
 # that is how a cross-field check names its own `param`.
-class _Body(BaseModel):
+class Body(BaseModel):
     # NaN and Infinity parse as JSON numbers (json.loads accepts them): refuse them here,
     # before a NaN temperature or penalty reaches llama.cpp's samplers.
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
 
-class TextPart(_Body):
+class TextPart(Body):
     type: Literal["text"]
     text: str
 
 
-class ChatMessage(_Body):
+class ChatMessage(Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Union[str, list[TextPart], None] = None
     name: str | None = None
@@ -37,13 +37,13 @@ class ChatMessage(_Body):
     tool_call_id: str | None = None           # tool: the call this message answers
 
 
-class JSONSchemaFormat(_Body):
+class JSONSchemaFormat(Body):
     name: str = "response"
     schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
     strict: bool | None = None
 
 
-class ResponseFormat(_Body):
+class ResponseFormat(Body):
     type: Literal["text", "json_object", "json_schema"] = "text"
     json_schema: JSONSchemaFormat | None = None
 
@@ -55,7 +55,7 @@ class ResponseFormat(_Body):
         return self
 
 
-class StreamOptions(_Body):
+class StreamOptions(Body):
     include_usage: bool = False
 
 
@@ -63,7 +63,7 @@ StopString = Annotated[str, Field(max_length=256)]   # each is matched against t
 Stop = Union[StopString, Annotated[list[StopString], Field(max_length=4)], None]
 
 
-class _Sampling(_Body):
+class _Sampling(Body):
     """Fields shared by chat and text completions (OpenAI's names and ranges)."""
     model: str | None = None
     n: int = Field(1, ge=1, le=16)
@@ -261,6 +261,12 @@ def parse(model: type[BaseModel], raw: bytes):
         raise bad_request("the request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise bad_request("the request body must be a JSON object")
+    return validate(model, data)
+
+
+def validate(model: type[BaseModel], data: dict):
+    """A request already read as a dict (another face's body in ours) -> validated request,
+    or an APIError naming the field at fault."""
     try:
         return model.model_validate(data)
     except RecursionError:

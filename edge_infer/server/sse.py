@@ -8,7 +8,7 @@ from typing import AsyncIterator
 import anyio
 from starlette.responses import StreamingResponse
 
-from edge_infer.engine import TokenEvent
+from edge_infer.chat.reply import ReplyEnd
 from edge_infer.server.errors import APIError
 from edge_infer.server.jobs import Job, generation_error
 from edge_infer.server.responses import DONE, TokenText, sse, usage
@@ -42,9 +42,10 @@ class SSEResponse(StreamingResponse):
 
 
 async def stream_job(job: Job, wire, text_of: TokenText, echo: list[str] | None = None) -> AsyncIterator[bytes]:
-    """Chunks exactly like OpenAI: a role chunk (chat), one chunk per token, a chunk with
-    finish_reason per choice, the usage chunk when asked for, then [DONE]. An engine
-    failure becomes an `error` event and the stream ends there."""
+    """Chunks exactly like OpenAI: a role chunk (chat), a chunk per reply event (the first of
+    a token's carries its logprobs), a chunk with finish_reason per choice, the usage chunk
+    when asked for, then [DONE]. An engine failure becomes an `error` event and the stream
+    ends there."""
     try:
         for c in job.choices:
             opening = wire.opening(c.index)
@@ -54,33 +55,21 @@ async def stream_job(job: Job, wire, text_of: TokenText, echo: list[str] | None 
                 yield sse(wire.chunk([wire.delta(c.index, echo[c.index], None)]))
         offsets = [len(e) for e in echo] if echo else [0] * len(job.choices)  # legacy text_offset
         k = job.top_logprobs
-        shaped = [job.shaper.stream() for _ in job.choices] if job.shaper else None
-        async for i, ev in job.events():
-            if isinstance(ev, TokenEvent):
-                lp = None
-                if ev.logprobs is not None:
-                    lp = wire.logprob_entries([(ev.token, ev.logprobs)], k, text_of, offsets[i])
-                    offsets[i] += len(text_of(ev.token).decode("utf-8", "replace"))
-                elif not ev.text and not ev.call_began:
-                    continue  # UTF-8 or a possible stop string still held back
-                if shaped is None:
-                    yield sse(wire.chunk([wire.delta(i, ev.text, lp)]))
-                    continue
-                deltas = shaped[i].feed(ev.text, ev.call_began)
-                for n, d in enumerate(deltas or ([{}] if lp is not None else [])):
-                    yield sse(wire.chunk([wire.fields(i, d, lp if n == 0 else None)]))
-                continue
-            err = generation_error(ev)
-            if err is not None:
-                yield sse(err.body(), event="error")
-                return
-            if shaped is None:
-                yield sse(wire.chunk([wire.closing(i, ev.text, ev.reason)]))
-                continue
-            for d in (shaped[i].feed(ev.text) if ev.text else []) + shaped[i].finish():
-                yield sse(wire.chunk([wire.fields(i, d, None)]))  # what was held back, decided now
-            reason = "tool_calls" if shaped[i].called and ev.reason == "stop" else ev.reason
-            yield sse(wire.chunk([wire.closing(i, "", reason)]))
+        async for i, tok, events in job.replies():
+            lp = None
+            if tok is not None and tok.logprobs is not None:
+                lp = wire.logprob_entries([(tok.token, tok.logprobs)], k, text_of, offsets[i])
+                offsets[i] += len(text_of(tok.token).decode("utf-8", "replace"))
+            for ev in events or ([None] if lp is not None else []):  # None: logprobs alone
+                if isinstance(ev, ReplyEnd):
+                    err = generation_error(ev)
+                    if err is not None:
+                        yield sse(err.body(), event="error")
+                        return
+                    yield sse(wire.chunk([wire.closing(i, "", ev.finish_reason)]))
+                elif (piece := wire.piece(i, ev, lp)) is not None:
+                    yield sse(wire.chunk([piece]))
+                    lp = None
         if wire.include_usage:
             yield sse(wire.chunk([], usage(*job.usage())))
         yield DONE

@@ -17,11 +17,11 @@ CHOICES = ("auto", "none", "required")
 MAX_TOOLS = 128  # OpenAI's limit
 
 
-class _Body(BaseModel):  # as schemas._Body (that module imports this one)
+class Body(BaseModel):  # as schemas.Body (that module imports this one)
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
 
-class FunctionDef(_Body):
+class FunctionDef(Body):
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
     parameters: dict[str, Any] | None = None  # a JSON Schema; absent: no arguments
@@ -32,7 +32,7 @@ class FunctionDef(_Body):
         return self.parameters if self.parameters is not None else {"type": "object", "properties": {}}
 
 
-class Tool(_Body):
+class Tool(Body):
     type: Literal["function"]
     function: FunctionDef
 
@@ -45,12 +45,12 @@ class Tool(_Body):
         return {"type": "function", "function": fn}
 
 
-class FunctionCall(_Body):
+class FunctionCall(Body):
     name: str = Field(pattern=NAME_PATTERN)
     arguments: str  # JSON text, as OpenAI sends it back
 
 
-class ToolCall(_Body):
+class ToolCall(Body):
     id: str = Field(min_length=1, max_length=256)
     type: Literal["function"] = "function"
     function: FunctionCall

@@ -37,6 +37,10 @@ class Conversation:
         out = [{"role": "system", "content": self.system}] if self.system.strip() else []
         return out + [{"role": m.role, "content": m.content} for m in self.messages]
 
+    def forget(self, message: Message) -> None:
+        """Drop a message (a reply stopped before its first token) if it is here."""
+        self.messages = [m for m in self.messages if m is not message]
+
     @classmethod
     def from_dict(cls, d: dict) -> "Conversation":
         msgs = [Message(**m) for m in d.get("messages", [])]

@@ -109,3 +109,14 @@ def test_snapshot_during_generation(make_engine):
     assert s.result().finish_reason == "cancelled"
     time.sleep(0.05)
     assert engine.snapshot().running == 0
+
+
+def test_the_engine_is_a_served_engine(make_engine):
+    """What the host, server and TUI call (engine/api.py), on a real loaded engine."""
+    from edge_infer.engine import ServedEngine
+
+    engine = make_engine()
+    assert isinstance(engine, ServedEngine)
+    for name in ServedEngine.__annotations__:
+        assert hasattr(engine, name), name
+    assert engine.model.piece(engine.tokenize("Hi")[0]) and engine.embedding_tokens > 0

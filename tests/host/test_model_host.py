@@ -18,16 +18,20 @@ from edge_infer.errors import ModelFileError, ModelNotFoundError
 from edge_infer.host import Budget, Footprint, HostBusyError, ModelDoesNotFitError, ModelHost, ModelNotLoadedError
 from edge_infer.host.model_config import ModelsConfig
 from edge_infer.host.sources import Source, names_of
+from tests.doubles import EngineDouble
 
 MiB = 1 << 20
 SIZES = {"smollm2": 100, "gemma3": 300, "qwen": 250, "huge": 5000, "broken": 10, "fails-to-load": 10}
 
 
-class FakeEngine:
+class FakeEngine(EngineDouble):
     def __init__(self, path: Path, settings: EngineSettings, name: str):
+        super().__init__()
         self.path, self.settings, self.name = path, settings, name
         self.closed = False
         self.busy = 0  # requests the engine runs that hold no lease (the TUI's chat)
+        # Its plan: what World.footprint planned for it before loading (nothing for others).
+        self.plan = SimpleNamespace(cpu_bytes=SIZES.get(path.stem, 0) * MiB * settings.ctx // 4096, gpu_bytes=0)
 
     def snapshot(self):
         return SimpleNamespace(slots_busy=self.busy, queued=0)

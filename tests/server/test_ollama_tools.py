@@ -10,7 +10,7 @@ import httpx
 import jsonschema
 import pytest
 
-from edge_infer.server import ollama_tools
+from edge_infer.server import ollama_tools, ollama_wire
 from edge_infer.server.ollama_wire import Message
 
 ollama = pytest.importorskip("ollama")
@@ -100,14 +100,17 @@ def test_tool_messages_answer_the_calls_before_them_in_order_or_by_name():
 
 
 def test_reasoning_becomes_thinking_and_arguments_an_object():
-    msg = ollama_tools.message({"content": None, "reasoning_content": "hmm", "tool_calls": [
-        {"id": "call_x", "type": "function", "function": {"name": "f", "arguments": '{"a": [1]}'}}]})
+    from edge_infer.chat.events import ToolCall
+    from edge_infer.chat.families import family_named
+    from edge_infer.chat.reply import Reply, ReplyReader
+
+    msg = ollama_tools.message(Reply(None, "hmm", [ToolCall("f", '{"a": [1]}', "call_x")], "tool_calls"))
     assert msg == {"role": "assistant", "content": "", "thinking": "hmm",
                    "tool_calls": [{"function": {"name": "f", "arguments": {"a": [1]}}}]}
-    calls = ollama_tools._Calls()
-    calls.add({"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}]})
-    calls.add({"tool_calls": [{"index": 0, "function": {"arguments": '{"a": '}}]})
-    assert calls.complete(False) == []
-    calls.add({"tool_calls": [{"index": 0, "function": {"arguments": "2}"}}]})
-    assert calls.complete(False) == [{"function": {"name": "f", "arguments": {"a": 2}}}]
-    assert calls.complete(True) == []
+    # Streamed, a call goes out whole once its arguments are, and once.
+    out = ollama_wire.ChatWire("m")
+    reader = ReplyReader(family_named("hermes"), constrained=True)
+    assert ollama_tools.piece(out, reader.token('<tool_call>\n{"name": "f", "arguments": {"a": ')) is None
+    line = ollama_tools.piece(out, reader.token("2}"))
+    assert line["message"]["tool_calls"] == [{"function": {"name": "f", "arguments": {"a": 2}}}]
+    assert ollama_tools.piece(out, reader.token("}\n</tool_call>") + reader.end("stop")) is None

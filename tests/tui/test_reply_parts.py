@@ -12,6 +12,7 @@ from edge_infer.tui.conversations import Message
 from edge_infer.tui.widgets.messages import MessageView
 from edge_infer.engine import tool_family
 from edge_infer.tui.widgets.reply_parts import LiveReply, ToolCallCard
+from tests.doubles import EngineDouble
 
 REPLY = ('<think>The user wants the weather.\nI should call the tool.</think>\n\n'
          'Let me check the weather in Paris.\n'
@@ -134,10 +135,7 @@ class FakeStream:
             yield ev
 
 
-class FakeEngine:
-    template = None  # no tool support in its template: Hermes
-    info = type("Info", (), {"architecture": "llama"})()
-
+class FakeEngine(EngineDouble):
     def submit(self, request):
         return FakeStream(REPLY)
 
@@ -177,6 +175,59 @@ async def test_the_chat_streams_a_reply_into_its_parts_and_stores_the_raw_text(t
         assert_parts(reply)
         assert reply.message.content == REPLY
         assert [m["content"] for m in chat.current.chat_messages()][-1] == REPLY  # sent back as written
+
+
+async def test_a_reply_stopped_before_its_first_token_leaves_no_empty_answer(tmp_path):
+    """An app killed before the first token finds the question saved, not an empty answer;
+    a reply stopped before its first token is dropped, and its conversation saved without it."""
+    import asyncio
+    import json
+
+    from edge_infer.engine import FinishEvent, RequestStats
+    from edge_infer.tui.conversations import ConversationStore
+    from edge_infer.tui.widgets.chat import ChatPane
+
+    from .conftest import wait_for
+
+    class HeldStream:
+        released = asyncio.Event()
+
+        def cancel(self):
+            self.released.set()
+
+        async def __aiter__(self):
+            await self.released.wait()  # nothing before the stop
+            yield FinishEvent("cancelled", stats=RequestStats())
+
+    class HeldEngine(FakeEngine):
+        def submit(self, request):
+            return HeldStream()
+
+    class HeldLease(FakeLease):
+        engine = HeldEngine()
+
+    store = ConversationStore(tmp_path / "conversations")
+
+    class ChatApp(App):
+        def compose(self) -> ComposeResult:
+            yield ChatPane(store, FakeHost())
+
+    def saved_roles() -> list[str]:
+        saved = json.loads((tmp_path / "conversations" / f"{chat.current.id}.json").read_text())
+        return [m["role"] for m in saved["messages"]]
+
+    app = ChatApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        chat = app.query_one(ChatPane)
+        chat.add_message(Message("user", "Weather in Paris?"))
+        chat._submit(chat.current, HeldLease())
+        await pilot.pause()
+        assert saved_roles() == ["user"]  # what a kill now leaves on disk
+        chat.action_stop()
+        await wait_for(pilot, lambda: chat.stream is None, timeout=10)
+        await pilot.pause()
+        assert [m.role for m in chat.current.messages] == ["user"] == saved_roles()
+        assert [v.message.role for v in app.query(MessageView)] == ["user"]
 
 
 async def test_a_reply_whose_template_opened_think_starts_in_its_reasoning():

@@ -8,6 +8,7 @@ import pytest
 from edge_infer.config import EngineSettings
 from edge_infer.engine.stats import EngineSnapshot, RequestSnapshot
 from edge_infer.tui.conversations import Conversation, ConversationStore, Message
+from tests.doubles import EngineDouble
 
 SIZE = (100, 30)
 
@@ -16,13 +17,10 @@ class FixedPlan:
     cpu_bytes, gpu_bytes = 230 * 2**20, 0  # what the Server tab's model table shows as RAM
 
 
-class FixedEngine:
+class FixedEngine(EngineDouble):
     """Stands in for a loaded engine: the Stats tab renders this snapshot."""
     name = "smollm2:Q4_1"
     plan = FixedPlan()
-
-    def close(self):
-        pass
 
     def snapshot(self):
         return EngineSnapshot(

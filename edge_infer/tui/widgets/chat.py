@@ -9,8 +9,6 @@ first. Replies stream in an async worker that reads the engine's stream on the U
 
 from __future__ import annotations
 
-import time
-
 from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
@@ -25,10 +23,9 @@ from edge_infer.tui.conversations import Conversation, ConversationStore, Messag
 from edge_infer.tui.screens.dialogs import ConfirmScreen, ConversationSettingsScreen, TextPromptScreen
 from edge_infer.tui.screens.pick_model import ModelPickerScreen
 from edge_infer.tui.widgets.messages import ConversationItem, MessageView
-from edge_infer.tui.widgets.reply_parts import LiveReply
+from edge_infer.tui.widgets.reply_parts import FLUSH_S, LiveReply, reply_stats_of
 
 
-FLUSH_S = 0.12  # seconds between redraws of a streaming reply
 
 
 class ChatPane(Widget):
@@ -87,8 +84,9 @@ class ChatPane(Widget):
     def show(self, conv: Conversation) -> None:
         box = self.query_one("#messages", VerticalScroll)
         box.remove_children()
-        parser = tool_family(getattr(self.host.find(self.model_of(conv)), "engine", None))
-        box.mount_all([MessageView(m, parser) for m in conv.messages])
+        loaded = self.host.find(self.model_of(conv))  # None: its model is not loaded (Hermes)
+        family = tool_family(loaded.engine if loaded is not None else None)
+        box.mount_all([MessageView(m, family) for m in conv.messages])
         box.scroll_end(animate=False)
         self.update_title()
 
@@ -203,44 +201,35 @@ class ChatPane(Widget):
             return
         self.lease = lease
         self.update_title()
+        self.store.save(conv)  # the question, not yet a reply: an app killed now keeps no empty answer
         view = self.add_message(Message("assistant", ""))
-        self.store.save(conv)
         self.stream_reply(conv, view, self.stream, lease)
 
     @work(exclusive=True, group="reply")
     async def stream_reply(self, conv: Conversation, view: MessageView, stream, lease) -> None:
         # An R1-style template opens <think> in the prompt: the reply starts in its reasoning.
-        in_reasoning = bool(getattr(getattr(lease.engine, "template", None), "opens_reasoning", lambda: False)())
-        live = LiveReply(view, tool_family(lease.engine), in_reasoning)  # reasoning, tool-call cards, answer
-        box = self.query_one("#messages", VerticalScroll)
+        template = lease.engine.template
+        in_reasoning = template is not None and template.opens_reasoning()
+        live = LiveReply(view, tool_family(lease.engine), in_reasoning,  # reasoning, tool-call cards, answer
+                         scroll=self.query_one("#messages", VerticalScroll))
         parts: list[str] = []
-        last_flush = 0.0
-
-        async def flush() -> None:
-            nonlocal last_flush
-            if await live.flush() and box.max_scroll_y - box.scroll_y < 3:
-                box.scroll_end(animate=False)
-            last_flush = time.monotonic()
-
         try:
             async for event in stream:
-                if event.text:
-                    parts.append(event.text)
-                    live.feed(event.text)
-                # Redraw at most ~8 times a second: re-rendering Markdown on every token
-                # took half of the 2 cores from llama.cpp (60 vs 130 tok/s).
-                if time.monotonic() - last_flush > FLUSH_S or isinstance(event, FinishEvent):
-                    await flush()
-                if isinstance(event, FinishEvent):
-                    st = event.stats
-                    view.set_stats({"ttft_s": st.ttft_s, "decode_tok_s": st.decode_tok_s,
-                                    "tokens": st.generated_tokens, "cached": st.cached_tokens,
-                                    "finish": event.reason, "model": lease.name,
-                                    **({"in_reasoning": True} if in_reasoning else {})})
-                    if event.error:
-                        self.notify(event.error, title="Generation failed", severity="error")
+                parts.append(event.text)
+                if not isinstance(event, FinishEvent):
+                    live.feed(event.text, event.call_began)
+                    await live.flush(every=FLUSH_S)
+                    continue
+                end = live.end(event.reason, event.text, event.stats, event.error)
+                await live.flush()
+                view.set_stats(reply_stats_of(end, lease.name, in_reasoning))
+                if event.error:
+                    self.notify(event.error, title="Generation failed", severity="error")
         finally:
             view.message.content = "".join(parts)  # before `stream` clears: a done reply holds its text
+            if live.interrupted_before_first_token:  # keep no empty answer
+                conv.forget(view.message)
+                view.remove()
             lease.release()  # also on cancel and errors: the model may go idle (keep-alive, eviction)
             if self.lease is lease:
                 self.lease = None

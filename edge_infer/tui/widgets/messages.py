@@ -7,6 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label, ListItem, Markdown, Static
 
+from edge_infer.chat.families import Family
 from edge_infer.tui.conversations import Conversation, Message
 from edge_infer.tui.widgets.reply_parts import ToolCallCard, reasoning_fold, split_reply
 
@@ -27,15 +28,15 @@ def reply_stats(stats: dict | None) -> str:
 class MessageView(Vertical):
     """One message; an assistant reply's reasoning and tool calls apart from its answer."""
 
-    def __init__(self, message: Message, parser=None):
+    def __init__(self, message: Message, family: Family | None = None):
         super().__init__(classes=f"message {message.role}")
         self.message = message
-        self.parser = parser  # the tool-call syntax of the model that wrote it (None: Hermes)
+        self.family = family  # the tool-call family of the model that wrote it (None: Hermes)
 
     def compose(self) -> ComposeResult:
         yield Label("You" if self.message.role == "user" else "Assistant", classes="role")
         in_reasoning = bool((self.message.stats or {}).get("in_reasoning"))  # its template opened <think>
-        parts = split_reply(self.message.content, self.parser, in_reasoning) \
+        parts = split_reply(self.message.content, self.family, in_reasoning) \
             if self.message.role == "assistant" else None
         if parts is None:  # plain text: shown as written
             yield Markdown(self.message.content, classes="body")

@@ -2,18 +2,34 @@
 "Reasoning" above the answer, tool calls as cards below it, the rest as Markdown.
 
 The conversation keeps the reply's raw text (history goes back to the model unchanged);
-only the view splits it, with the engine's tool-call parsers (chat.families).
+only the view splits it, reading it into reply events (chat.reply) in the family of the
+model that wrote it.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 from rich.text import Text
 from textual.widgets import Collapsible, Markdown, Static
 
 from edge_infer.chat import families as tc
+from edge_infer.chat.reply import Reply, ReplyEnd, ReplyReader, fold
 
+
+
+# Redraw a streaming reply at most ~8 times a second: re-rendering Markdown on every token
+# took half of the 2 cores from llama.cpp (60 vs 130 tok/s).
+FLUSH_S = 0.12
+
+
+def reply_stats_of(end: ReplyEnd, model: str, in_reasoning: bool) -> dict:
+    """What a reply's footer shows and its conversation keeps."""
+    st = end.stats
+    return {"ttft_s": st.ttft_s, "decode_tok_s": st.decode_tok_s, "tokens": st.generated_tokens,
+            "cached": st.cached_tokens, "finish": end.finish_reason, "model": model,
+            **({"in_reasoning": True} if in_reasoning else {})}
 
 
 def pretty_arguments(arguments_json: str) -> str:
@@ -52,32 +68,52 @@ def reasoning_fold(text: str = "") -> Collapsible:
                        title="Reasoning", collapsed=True, classes="reasoning")
 
 
-def split_reply(text: str, parser: tc.Family | None = None,
-                starts_in_reasoning: bool = False) -> tc.ParsedReply | None:
+def split_reply(text: str, family: tc.Family | None = None, starts_in_reasoning: bool = False) -> Reply | None:
     """A saved reply's parts, or None when it is plain text (shown as written).
     starts_in_reasoning: the model's template opened <think> in the prompt."""
-    reply = (parser or tc.family_named("hermes")).parse(text, starts_in_reasoning=starts_in_reasoning)
+    reader = ReplyReader(family or tc.family_named("hermes"), starts_in_reasoning=starts_in_reasoning)
+    reply = fold(reader.token(text) + reader.end("stop"))
     return reply if reply.reasoning is not None or reply.tool_calls else None
 
 
 class LiveReply:
-    """A streaming reply's view: text deltas in, parts drawn on flush()."""
+    """A streaming reply's view: the engine's tokens in (feed, end), read into reply events
+    (chat.reply), drawn on flush()."""
 
-    def __init__(self, view, parser: tc.Family | None = None, starts_in_reasoning: bool = False):
-        self.view = view
+    def __init__(self, view, family: tc.Family | None = None, starts_in_reasoning: bool = False, scroll=None):
+        self.view, self.scroll = view, scroll  # scroll: the container kept at its end while the reply grows
+        self.last_flush = 0.0
         self.body = view.query_one(".body", Markdown)
         self.md = Markdown.get_stream(self.body)
-        self.parser = (parser or tc.family_named("hermes")).stream(starts_in_reasoning=starts_in_reasoning)
+        self.reader = ReplyReader(family or tc.family_named("hermes"), starts_in_reasoning=starts_in_reasoning)
         self.events: list = []
+        self.tokens = 0  # token events fed
         self.reasoning: list[str] = []
         self.fold: Collapsible | None = None
         self.cards: dict[int, ToolCallCard] = {}
 
-    def feed(self, text: str) -> None:
-        self.events += self.parser.feed(text)
+    def feed(self, text: str, call_began: bool = False) -> None:
+        self.tokens += 1
+        self.events += self.reader.token(text, call_began)
 
-    async def flush(self) -> bool:
-        """Draws what arrived since the last flush; True when anything did."""
+    @property
+    def interrupted_before_first_token(self) -> bool:
+        """Stopped, failed or cut off (the app closing) before the model wrote anything: a
+        reply with nothing in it, which the conversation does not keep."""
+        end = self.reader.ended
+        return self.tokens == 0 and (end is None or end.finish_reason in ("cancelled", "error", "timeout"))
+
+    def end(self, reason: str, text: str = "", stats=None, error: str | None = None) -> ReplyEnd:
+        """The engine's finish: what was held back comes out; the reply's end, reason decided."""
+        self.events += self.reader.end(reason, text, stats, error)
+        return self.reader.ended
+
+    async def flush(self, every: float = 0.0) -> bool:
+        """Draws what arrived since the last flush, if `every` seconds have passed since; True
+        when anything was drawn."""
+        if time.monotonic() - self.last_flush < every:
+            return False
+        self.last_flush = time.monotonic()
         events, self.events = self.events, []
         content, thought = [], False
         for ev in events:
@@ -99,10 +135,15 @@ class LiveReply:
             self.fold.query_one(".reasoning-text", Static).update("".join(self.reasoning))
         if content:
             await self.md.write("".join(content))
+        box = self.scroll
+        if events and box is not None and box.max_scroll_y - box.scroll_y < 3:  # the reader follows the end
+            box.scroll_end(animate=False)
         return bool(events)
 
     async def finish(self) -> None:
-        self.events += self.parser.finish()
+        """The view's last draw (a reply cut off without an end: what was held back, as is)."""
+        if self.reader.ended is None:
+            self.end("cancelled")
         if self.view.is_attached:  # not when the user left the conversation mid-reply
             await self.flush()
         await self.md.stop()

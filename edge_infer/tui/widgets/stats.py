@@ -65,7 +65,7 @@ class StatsPane(Widget):
         snap = engine.snapshot()
         self.decode_history.append(snap.decode_tok_s)
         self.prefill_history.append(snap.prefill_tok_s)
-        backend = getattr(engine, "backend", None)
+        backend = engine.backend
         self.query_one("#stats-model", Static).update(
             f"[b]{self.host.description}[/b]" + (f"\n{backend.summary()}" if backend else "")
             + _devices_text(snap))

@@ -20,7 +20,8 @@ class EngineDouble:
     plan = SimpleNamespace(cpu_bytes=0, gpu_bytes=0, kv_bytes_per_token=0)
     backend = None
     model = SimpleNamespace(n_vocab=0, path=Path("/models/double.gguf"), piece=lambda token, special=False: b"",
-                            detokenize=lambda tokens, special=False: "")
+                            detokenize=lambda tokens, special=False: "",
+                            tokenize=lambda text, add_special, parse_special=True: list(text.encode()))
     n_ctx_seq = 2048
     state = "ok"
     embedding_bytes = 0

@@ -69,6 +69,7 @@ class ReplyEnd:
     usage: Usage | None = None
     error: str | None = None
     stats: TokenCounts | None = None  # the engine's counters, for faces that show timings
+    stop_sequence: str | None = None  # the stop string that ended it, if one did
 
 
 ReplyEvent = Union[ContentDelta, ReasoningDelta, ToolCallStart, ToolCallArgsDelta, ToolCallDone, ReplyEnd]
@@ -118,7 +119,7 @@ class ReplyReader:
         return out
 
     def end(self, reason: FinishReason, text: str = "", stats: TokenCounts | None = None,
-            error: str | None = None) -> list[ReplyEvent]:
+            error: str | None = None, stop_sequence: str | None = None) -> list[ReplyEvent]:
         """The engine's finish: text it released at the end, then what the parser held back,
         every call not yet done, and ReplyEnd."""
         out = self.token(text) if text else []
@@ -126,7 +127,7 @@ class ReplyReader:
             out += self._read(self._parser.finish())
         out += self._complete(final=True)
         finish: FinishReason = "tool_calls" if self.called and reason == "stop" else reason
-        self.ended = ReplyEnd(finish, Usage.of(stats), error, stats)
+        self.ended = ReplyEnd(finish, Usage.of(stats), error, stats, stop_sequence)
         return out + [self.ended]
 
     def _read(self, events) -> list[ReplyEvent]:

@@ -141,7 +141,7 @@ class Engine:
             sampler = None if request.forced_tokens is not None else build_sampler(self.model, request.sampling)
         except ValueError as exc:
             raise BadRequestError(str(exc)) from exc
-        stream = RequestStream(request.id, cancel=lambda: self.cancel(request.id))
+        stream = RequestStream(request.id, cancel=lambda: self.cancel(request.id), prompt_tokens=len(tokens))
         seq = Sequence(request, tokens, stream, sampler)
         # Indexing a long prompt for drafts happens here, not on the engine thread.
         seq.drafter = self.speculation.drafter_for(request, tokens)
@@ -347,4 +347,4 @@ class Engine:
         with self._lock:
             self._live.pop(seq.id, None)
         self.recent.append(FinishedRequest.of(seq.id, seq.request.source, reason, seq.stats))
-        seq.stream.put(FinishEvent(reason, tail, seq.stats, error))
+        seq.stream.put(FinishEvent(reason, tail, seq.stats, error, seq.stops.matched))

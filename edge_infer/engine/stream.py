@@ -32,6 +32,7 @@ class FinishEvent:
     text: str = ""                     # text released at the end (flushed holdback)
     stats: RequestStats | None = None
     error: str | None = None
+    stop_sequence: str | None = None   # the stop string that ended it (reason "stop")
 
 
 @dataclass
@@ -45,8 +46,9 @@ class Completion:
 
 
 class RequestStream:
-    def __init__(self, request_id: str, cancel: Callable[[], None]):
+    def __init__(self, request_id: str, cancel: Callable[[], None], prompt_tokens: int = 0):
         self.id = request_id
+        self.prompt_tokens = prompt_tokens  # as tokenized at submit (what its usage will count)
         self._cancel = cancel
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()

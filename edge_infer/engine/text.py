@@ -27,6 +27,7 @@ class StopMatcher:
     def __init__(self, stops: tuple[str, ...] | list[str]):
         self.stops = tuple(s for s in stops if s)
         self._pending = ""
+        self.matched: str | None = None  # the stop string that ended the text, once one has
 
     def feed(self, text: str) -> tuple[str, bool]:
         if not self.stops:
@@ -34,6 +35,7 @@ class StopMatcher:
         self._pending += text
         hit = min((i for i in (self._pending.find(s) for s in self.stops) if i >= 0), default=-1)
         if hit >= 0:
+            self.matched = next(s for s in self.stops if self._pending.find(s) == hit)
             out, self._pending = self._pending[:hit], ""
             return out, True
         hold = self._longest_stop_prefix_suffix(self._pending)

@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 from edge_infer.host import ModelHost, ModelNotLoadedError
 from edge_infer.server import embeddings
+from edge_infer.server.anthropic import anthropic_routes
 from edge_infer.server.leases import Leases, keep_alive_of
 from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.http_limits import HeaderLimit
@@ -38,6 +39,7 @@ from edge_infer.server.ollama import ollama_routes
 from edge_infer.server.responses import ChatWire, TextWire, TokenText, usage
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse
 from edge_infer.server.sse import stream_job
+from edge_infer.server.tokens import token_routes
 
 MAX_BODY = 8 << 20  # 8 MiB: a prompt larger than any context we can hold, with room
 BODY_TIMEOUT = 30.0  # seconds to receive a whole body once the headers are in
@@ -61,9 +63,11 @@ class Server:
             return
         auth = request.headers.get("authorization", "")
         scheme, _, key = auth.partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
-            raise APIError(401, "missing API key: send 'Authorization: Bearer KEY'", code="missing_api_key",
-                           headers={"WWW-Authenticate": "Bearer"})
+        if scheme.lower() != "bearer" or not key.strip():  # Anthropic's clients send x-api-key
+            key = request.headers.get("x-api-key", "")
+        if not key.strip():
+            raise APIError(401, "missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')",
+                           code="missing_api_key", headers={"WWW-Authenticate": "Bearer"})
         if not hmac.compare_digest(key.strip().encode(), self.api_key.encode()):
             raise APIError(401, "incorrect API key provided", code="invalid_api_key",
                            headers={"WWW-Authenticate": "Bearer"})
@@ -239,6 +243,8 @@ def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_
         Route("/v1/reranking", counted("/v1/rerank", functools.partial(embeddings.rerank, srv)), methods=["POST"]),
     ]
     routes += ollama_routes(srv, counted)  # Ollama's native /api/* (server.ollama)
+    routes += anthropic_routes(srv, counted)  # Anthropic's /v1/messages (server.anthropic)
+    routes += token_routes(srv, counted)  # llama-server's /tokenize, /detokenize, /apply-template
     app = Starlette(routes=bare_twins(routes), exception_handlers={HTTPException: http_error, Exception: server_error},
                     middleware=cors(cors_origins) + [Middleware(HeaderLimit)])
     app.state.server = srv

@@ -212,6 +212,10 @@ class Job:
             for t in tasks:
                 t.cancel()
 
+    def prompt_tokens(self) -> int:
+        """The prompt's tokens as submitted (a prompt counts once however many choices)."""
+        return sum(s.prompt_tokens for i, s in enumerate(self.streams) if i % self.body.n == 0)
+
     def usage(self) -> tuple[int, int, int]:
         """(prompt, completion, cached) tokens; a prompt counts once however many choices."""
         stats = [(c.index, c.finish.stats) for c in self.choices if c.finish and c.finish.stats]
@@ -226,7 +230,7 @@ class Job:
             if isinstance(ev, TokenEvent):
                 yield i, ev, reader.token(ev.text, ev.call_began)
             else:
-                yield i, None, reader.end(ev.reason, ev.text, ev.stats, ev.error)
+                yield i, None, reader.end(ev.reason, ev.text, ev.stats, ev.error, ev.stop_sequence)
 
     async def collect(self) -> None:
         """Run every choice to its end (non-streaming responses): the same events a stream

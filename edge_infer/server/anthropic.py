@@ -1,0 +1,177 @@
+"""Anthropic's Messages API (POST /v1/messages, /v1/messages/count_tokens), so Claude Code
+and the `anthropic` client work against this server (ANTHROPIC_BASE_URL).
+
+A request becomes our chat request (anthropic_wire) and runs on the one generation path
+(server.generation); this module renders its reply events as Anthropic's content blocks
+(text, thinking, tool_use), streamed as its SSE events or whole.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from edge_infer.chat.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
+from edge_infer.chat.reply import Reply, ReplyEnd, ToolCallDone
+from edge_infer.server import anthropic_wire as wire
+from edge_infer.server.errors import APIError, SafeJSONResponse
+from edge_infer.server.generation import generate
+from edge_infer.server.jobs import Job, chat_message, generation_error
+from edge_infer.server.responses import sse
+from edge_infer.server.schemas import ChatCompletionRequest, parse, validate
+
+STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens"}
+
+
+def stop_reason(end: ReplyEnd) -> str:
+    if end.finish_reason == "stop" and end.stop_sequence is not None:
+        return "stop_sequence"
+    return STOP_REASONS.get(end.finish_reason, "end_turn")
+
+
+class Blocks:
+    """Reply events -> content_block_start / _delta / _stop events, one block at a time."""
+
+    def __init__(self):
+        self.index, self.kind = -1, None  # the open block (kind None: none open)
+
+    def _open(self, kind: str, block: dict) -> list[tuple[str, dict]]:
+        out = self.close()
+        self.index, self.kind = self.index + 1, kind
+        return out + [("content_block_start", {"type": "content_block_start", "index": self.index,
+                                               "content_block": block})]
+
+    def _delta(self, delta: dict) -> tuple[str, dict]:
+        return "content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": delta}
+
+    def close(self) -> list[tuple[str, dict]]:
+        if self.kind is None:
+            return []
+        self.kind = None
+        return [("content_block_stop", {"type": "content_block_stop", "index": self.index})]
+
+    def add(self, ev) -> list[tuple[str, dict]]:
+        out: list[tuple[str, dict]] = []
+        if isinstance(ev, ContentDelta) and ev.text:
+            if self.kind != "text":
+                out += self._open("text", {"type": "text", "text": ""})
+            out.append(self._delta({"type": "text_delta", "text": ev.text}))
+        elif isinstance(ev, ReasoningDelta) and ev.text:
+            if self.kind != "thinking":
+                out += self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            out.append(self._delta({"type": "thinking_delta", "thinking": ev.text}))
+        elif isinstance(ev, ToolCallStart):
+            out += self._open("tool_use", {"type": "tool_use", "id": ev.id, "name": ev.name, "input": {}})
+        elif isinstance(ev, ToolCallArgsDelta) and self.kind == "tool_use":
+            out.append(self._delta({"type": "input_json_delta", "partial_json": ev.fragment}))
+        return out
+
+
+def message_of(msg_id: str, model: str, reply: Reply, end: ReplyEnd, input_tokens: int) -> dict:
+    """A whole reply as Anthropic's message."""
+    content: list[dict] = []
+    if reply.reasoning:
+        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": ""})
+    if reply.content or not reply.tool_calls:
+        content.append({"type": "text", "text": reply.content or ""})
+    content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": ToolCallDone(i, c).arguments()}
+                for i, c in enumerate(reply.tool_calls)]
+    output = end.usage.completion_tokens if end.usage else 0
+    return {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": content,
+            "stop_reason": stop_reason(end), "stop_sequence": end.stop_sequence,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output}}
+
+
+async def stream_message(job: Job, msg_id: str, model: str) -> AsyncIterator[bytes]:
+    """message_start, ping, the content blocks' events, message_delta (stop_reason, usage),
+    message_stop; a failure is an `error` event and the stream ends there."""
+    input_tokens = job.prompt_tokens()
+    blocks = Blocks()
+    try:
+        yield sse({"type": "message_start", "message": {
+            "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "output_tokens": 0}}}, event="message_start")
+        yield sse({"type": "ping"}, event="ping")
+        async for _, _, events in job.replies():
+            for ev in events:
+                if not isinstance(ev, ReplyEnd):
+                    for name, data in blocks.add(ev):
+                        yield sse(data, event=name)
+                    continue
+                if (err := generation_error(ev)) is not None:
+                    yield sse(wire.error_body(err), event="error")
+                    return
+                for name, data in blocks.close():
+                    yield sse(data, event=name)
+                output = ev.usage.completion_tokens if ev.usage else 0
+                yield sse({"type": "message_delta",
+                           "delta": {"stop_reason": stop_reason(ev), "stop_sequence": ev.stop_sequence},
+                           "usage": {"input_tokens": input_tokens, "output_tokens": output}}, event="message_delta")
+                yield sse({"type": "message_stop"}, event="message_stop")
+    except Exception as exc:  # a bug of ours: still end the stream the way clients understand
+        yield sse(wire.error_body(APIError(500, f"internal error: {exc}")), event="error")
+    finally:
+        job.cancel()
+
+
+class AnthropicAPI:
+    def __init__(self, srv):
+        self.srv = srv
+
+    def _ours(self, fields: dict) -> ChatCompletionRequest:
+        return validate(ChatCompletionRequest, fields)
+
+    async def messages(self, request: Request) -> Response:
+        body = parse(wire.MessagesRequest, await self.srv.read_body(request))
+        ours = self._ours(wire.chat_fields(body))
+        lease = await self.srv.lease(ours.model, ours.keep_alive)
+        msg_id, model = "msg_" + uuid.uuid4().hex[:24], body.model or lease.name
+
+        def whole(job: Job) -> Response:
+            c = job.choices[0]
+            end = next(ev for ev in reversed(c.events) if isinstance(ev, ReplyEnd))
+            return SafeJSONResponse(message_of(msg_id, model, c.reply, end, job.prompt_tokens()))
+
+        return await generate(self.srv, request, lease, ours, stream=lambda job: stream_message(job, msg_id, model),
+                              whole=whole)
+
+    async def count_tokens(self, request: Request) -> Response:
+        body = parse(wire.CountTokensRequest, await self.srv.read_body(request))
+        fields = {"model": body.model, "messages": wire.chat_messages(body.system, body.messages),
+                  **wire.openai_tools(body.tools, body.tool_choice)}
+        ours = self._ours(fields)
+        lease = await self.srv.lease(ours.model)
+        try:
+            n = len(lease.engine.tokenize_messages([chat_message(m) for m in ours.messages], ours.tools_for_prompt))
+        finally:
+            lease.release()
+        return SafeJSONResponse({"input_tokens": n})
+
+    def routes(self, counted) -> list[Route]:
+        def route(path: str, handler) -> Route:
+            return Route(path, counted(path, anthropic_errors(self.srv, handler)), methods=["POST"])
+
+        return [route("/v1/messages", self.messages), route("/v1/messages/count_tokens", self.count_tokens)]
+
+
+def anthropic_errors(srv, handler):
+    """The API key check (x-api-key or a bearer token), and every failure in Anthropic's error
+    shape with the status our APIError carries."""
+    async def route(request: Request) -> Response:
+        try:
+            srv.check_key(request)
+            return await handler(request)
+        except APIError as exc:
+            return SafeJSONResponse(wire.error_body(exc), status_code=exc.status, headers=exc.headers)
+        except Exception as exc:
+            return SafeJSONResponse(wire.error_body(APIError(500, f"internal error: {exc}")), status_code=500)
+    return route
+
+
+def anthropic_routes(srv, counted) -> list[Route]:
+    return AnthropicAPI(srv).routes(counted)

@@ -22,6 +22,7 @@ class EngineDouble:
     model = SimpleNamespace(n_vocab=0, path=Path("/models/double.gguf"), piece=lambda token, special=False: b"",
                             detokenize=lambda tokens, special=False: "",
                             tokenize=lambda text, add_special, parse_special=True: list(text.encode()))
+    prompts = SimpleNamespace(infill_tokens=lambda prefix, suffix, prompt="", extra=(): [1, 2, 3])
     n_ctx_seq = 2048
     state = "ok"
     embedding_bytes = 0

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from edge_infer.config import EngineSettings
     from edge_infer.engine.backend import BackendInfo
     from edge_infer.engine.placement import Placement
+    from edge_infer.engine.prompt import Prompter
     from edge_infer.engine.sequence import Request
     from edge_infer.engine.stats import EngineSnapshot, FinishedRequest
     from edge_infer.engine.stream import Completion, RequestStream
@@ -41,6 +42,7 @@ class ServedEngine(Protocol):
     plan: MemoryEstimate               # its memory plan (the host's budget counts it)
     backend: BackendInfo               # the CPU variant and buffer types llama.cpp runs it on
     model: Vocabulary
+    prompts: Prompter                  # how requests become tokens: chat template, infill
     n_ctx_seq: int                     # the most tokens one sequence may hold
     recent: deque[FinishedRequest]     # the last finished requests, newest last
 

@@ -120,6 +120,9 @@ class LlamaModel:
         self.bos = llama_cpp.llama_vocab_bos(self.vocab)
         self.eos = llama_cpp.llama_vocab_eos(self.vocab)
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+        # Fill-in-the-middle tokens the model was trained with (pre, suf, mid, rep, sep; -1: none).
+        self.fim = {k: t for k in ("pre", "suf", "mid", "rep", "sep")
+                    if (t := getattr(llama_cpp, f"llama_vocab_fim_{k}")(self.vocab)) >= 0}
         self._piece_buf = ctypes.create_string_buffer(256)
 
     def tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]:

@@ -49,6 +49,30 @@ class Prompter:
     def tokenize(self, text: str) -> list[int]:
         return self.model.tokenize(text, add_special=True)
 
+    def infill_tokens(self, prefix: str, suffix: str, prompt: str = "",
+                      extra: tuple[tuple[str, str], ...] = ()) -> list[int]:
+        """A fill-in-the-middle prompt in the model's own FIM tokens, as llama-server builds it:
+        the other files (repo and file separators, where the model has them), then
+        <PRE> prefix + prompt <SUF> suffix <MID>; the model writes the middle."""
+        fim, model = self.model.fim, self.model
+        missing = [k for k in ("pre", "suf", "mid") if k not in fim]
+        if missing:
+            raise BadRequestError("this model has no fill-in-the-middle tokens (its vocabulary lacks FIM "
+                                  f"{'/'.join(missing)}): use a code model trained for infill, such as qwen-coder")
+
+        def text(s: str) -> list[int]:
+            return model.tokenize(s, add_special=False, parse_special=False)  # user text is never a control token
+
+        head: list[int] = [model.bos] if model.add_bos else []
+        if extra and "rep" in fim and "sep" in fim:
+            head += [fim["rep"]] + text("edge-infer\n")
+            for name, body in extra:
+                head += [fim["sep"]] + text(f"{name}\n{body}")
+            head += [fim["sep"]] + text("\n")
+        elif extra:
+            head += text("".join(f"{name}\n{body}\n\n" for name, body in extra))
+        return head + [fim["pre"]] + text(prefix + prompt) + [fim["suf"]] + text(suffix) + [fim["mid"]]
+
     def tokens_for(self, request: Request) -> list[int]:
         given = [x is not None for x in (request.prompt, request.messages, request.prompt_tokens)]
         if sum(given) != 1:

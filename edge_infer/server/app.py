@@ -32,6 +32,7 @@ from edge_infer.server.anthropic import anthropic_routes
 from edge_infer.server.leases import Leases, keep_alive_of
 from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.http_limits import HeaderLimit
+from edge_infer.server.infill import infill_routes
 from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job
 from edge_infer.server.metrics import Metrics
@@ -245,6 +246,7 @@ def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_
     routes += ollama_routes(srv, counted)  # Ollama's native /api/* (server.ollama)
     routes += anthropic_routes(srv, counted)  # Anthropic's /v1/messages (server.anthropic)
     routes += token_routes(srv, counted)  # llama-server's /tokenize, /detokenize, /apply-template
+    routes += infill_routes(srv, counted)  # llama-server's /infill (editor autocomplete)
     app = Starlette(routes=bare_twins(routes), exception_handlers={HTTPException: http_error, Exception: server_error},
                     middleware=cors(cors_origins) + [Middleware(HeaderLimit)])
     app.state.server = srv

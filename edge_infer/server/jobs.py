@@ -157,6 +157,12 @@ class Job:
             messages = [chat_message(m) for m in body.messages]
             prompts, prompt_param, tools = [("messages", messages)], "messages", body.tools_for_prompt
             extra = {"template_vars": body.template_vars}
+        elif body.suffix is not None:  # fill in the middle: the model's FIM tokens around the gap
+            try:
+                prompts = [("prompt_tokens", self.engine.prompts.infill_tokens(body.prompt, body.suffix))]
+            except Exception as exc:
+                raise from_engine(exc, "suffix") from None
+            prompt_param, tools, extra = "prompt", None, {}
         else:
             prompts = [("prompt_tokens" if isinstance(p, list) else "prompt", p) for p in body.prompts()]
             prompt_param, tools, extra = "prompt", None, {}

@@ -126,8 +126,8 @@ class OllamaAPI:
         out = wire.GenerateWire(body.model)
         if not body.prompt:
             return await self._load_only(body.model, body.keep_alive, out)
-        if body.raw:
-            fields, schema = {"prompt": body.prompt}, CompletionRequest
+        if body.raw or body.suffix:  # suffix: fill in the middle, in the model's FIM tokens
+            fields, schema = {"prompt": body.prompt, "suffix": body.suffix}, CompletionRequest
         else:
             system = [{"role": "system", "content": body.system}] if body.system else []
             fields, schema = {"messages": system + [{"role": "user", "content": body.prompt}]}, ChatCompletionRequest

@@ -112,8 +112,6 @@ def refuse_unsupported(body: _Generating) -> None:
         if body.template:
             raise bad_request("a custom prompt template is not supported: the model's own chat "
                               "template is used (or send the whole prompt with raw: true)", "template")
-        if body.suffix:
-            raise bad_request("suffix (fill-in-the-middle) is not supported", "suffix")
         if body.images:
             raise bad_request("images are not supported: the models served here are text-only", "images")
     else:

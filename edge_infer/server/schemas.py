@@ -217,8 +217,11 @@ class CompletionRequest(_Sampling):
     def _check(self):
         if self.best_of is not None and self.best_of != self.n:
             raise bad_request("best_of other than n is not supported", "best_of")
-        if self.suffix:
-            raise bad_request("suffix (fill-in-the-middle) is not supported", "suffix")
+        if self.suffix is not None and not isinstance(self.prompt, str):
+            raise bad_request("with suffix (fill in the middle), prompt is the text before it: one string",
+                              "prompt")
+        if self.suffix is not None and self.echo:
+            raise bad_request("echo repeats a prompt; with suffix the prompt is built around the gap", "echo")
         if isinstance(self.prompt, list) and not self.prompt:
             raise bad_request("prompt must not be empty", "prompt")
         return self

@@ -44,3 +44,12 @@ def test_bad_input_is_refused_with_the_field(live):
     assert httpx.post(live.url + "/tokenize", json={"content": 5}).status_code == 400
     assert httpx.post(live.url + "/apply-template", json={"messages": []}).status_code == 400
     assert httpx.post(live.url + "/tokenize", json={"content": "x", "model": "nope"}).status_code == 404
+
+
+def test_infill_on_a_model_without_fim_tokens_says_so(live):
+    r = httpx.post(live.url + "/infill", json={"input_prefix": "def f():\n", "input_suffix": "\n"})
+    assert r.status_code == 400 and "fill-in-the-middle" in r.json()["error"]["message"]
+    r = httpx.post(live.url + "/v1/completions", json={"prompt": "def f():\n", "suffix": "\n"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "suffix"
+    r = httpx.post(live.url + "/v1/completions", json={"prompt": ["a", "b"], "suffix": "\n"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"

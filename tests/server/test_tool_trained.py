@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import jsonschema
 import pytest
 from openai import OpenAI
@@ -91,3 +92,43 @@ def test_a_forced_call_validates_and_streams_its_arguments(qwen):
     fragments = [p.function.arguments for p in pieces[1:] if p.function and p.function.arguments]
     assert pieces[0].function.name == "get_weather" and len(fragments) >= 3
     assert json.loads("".join(fragments))["city"] == "Oslo"
+
+
+PREFIX = "def is_even(n: int) -> bool:\n    \"\"\"True when n is even.\"\"\"\n"
+SUFFIX = "\n    return result\n"
+
+
+def test_infill_fills_a_function_body_that_parses(qwen):
+    """llama-server's /infill, in qwen-coder's own FIM tokens: the middle between a signature
+    and its return makes a function Python parses."""
+    import ast
+
+    live, _ = qwen
+    r = httpx.post(live.url + "/infill", timeout=300, json={
+        "input_prefix": PREFIX, "input_suffix": SUFFIX, "n_predict": 48, "temperature": 0,
+        "input_extra": [{"filename": "util.py", "text": "def is_odd(n):\n    return n % 2 == 1\n"}]})
+    body = r.json()
+    assert r.status_code == 200 and body["stop"] is True and body["tokens_predicted"] > 0, body
+    middle = body["content"]
+    print(f"infill middle: {middle!r}")
+    ast.parse(PREFIX + middle + SUFFIX)
+    assert "result" in middle and "%" in middle
+    # Streamed: the same middle in pieces, then the closing object.
+    with httpx.stream("POST", live.url + "/infill", timeout=300, json={
+            "input_prefix": PREFIX, "input_suffix": SUFFIX, "n_predict": 48, "temperature": 0, "stream": True,
+            "input_extra": [{"filename": "util.py", "text": "def is_odd(n):\n    return n % 2 == 1\n"}]}) as s:
+        chunks = [json.loads(line[len("data: "):]) for line in s.iter_lines() if line.startswith("data: ")]
+    assert "".join(c["content"] for c in chunks) == middle and chunks[-1]["stop"] is True
+
+
+def test_suffix_on_completions_and_ollama_generate(qwen):
+    live, client = qwen
+    c = client.completions.create(model="qwen-coder", prompt=PREFIX, suffix=SUFFIX, max_tokens=48, temperature=0)
+    import ast
+
+    ast.parse(PREFIX + c.choices[0].text + SUFFIX)
+    r = httpx.post(live.url + "/api/generate", timeout=300, json={
+        "model": "qwen-coder", "prompt": PREFIX, "suffix": SUFFIX, "stream": False,
+        "options": {"temperature": 0, "num_predict": 48}})
+    assert r.status_code == 200 and r.json()["done"]
+    ast.parse(PREFIX + r.json()["response"] + SUFFIX)

@@ -1,0 +1,126 @@
+"""llama-server's POST /infill, what editor autocomplete plug-ins (llama.vscode, Continue,
+minuet) ask for: the code before and after the cursor (and other files for context) in, the
+middle out, in llama-server's /completion shape (streamed as `data: {"content", "stop"}`).
+
+The prompt is built from the model's own fill-in-the-middle tokens (engine prompts); the
+generation is a text completion on the one generation path (server.generation).
+"""
+
+from __future__ import annotations
+
+from typing import AsyncIterator
+
+from pydantic import Field
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from edge_infer.chat.events import ContentDelta
+from edge_infer.chat.reply import ReplyEnd
+from edge_infer.server.errors import APIError, SafeJSONResponse, from_engine
+from edge_infer.server.generation import generate
+from edge_infer.server.jobs import Job, generation_error
+from edge_infer.server.responses import sse
+from edge_infer.server.schemas import Body, CompletionRequest, parse, validate
+
+STOP_TYPES = {"stop": "eos", "length": "limit"}
+
+
+class ExtraFile(Body):
+    filename: str = ""
+    text: str
+
+
+class InfillRequest(Body):
+    model: str | None = None
+    input_prefix: str = ""
+    input_suffix: str = ""
+    input_extra: list[ExtraFile] = Field(default_factory=list, max_length=256)
+    prompt: str = ""  # text at the cursor, after input_prefix (llama-server's)
+    n_predict: int | None = Field(None, ge=-1)
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    seed: int | None = None
+    stop: list[str] | None = None
+    stream: bool = False
+    keep_alive: str | float | None = None
+
+
+def completion_fields(body: InfillRequest, tokens: list[int]) -> dict:
+    limit = body.max_tokens or (body.n_predict if body.n_predict and body.n_predict > 0 else 128)
+    fields = {"model": body.model, "prompt": tokens, "max_tokens": limit, "stream": body.stream,
+              "stop": body.stop, "keep_alive": body.keep_alive}
+    sampling = {"temperature": body.temperature, "top_k": body.top_k, "top_p": body.top_p, "min_p": body.min_p,
+                "seed": body.seed}
+    return fields | {k: v for k, v in sampling.items() if v is not None}
+
+
+def final_fields(model: str, end: ReplyEnd, n_prompt: int) -> dict:
+    """llama-server's closing fields: why it stopped and what it counted."""
+    st = end.stats
+    generated = end.usage.completion_tokens if end.usage else 0
+    fields = {"stop": True, "model": model, "stop_type": "word" if end.stop_sequence else
+              STOP_TYPES.get(end.finish_reason, "none"), "stopping_word": end.stop_sequence or "",
+              "tokens_predicted": generated, "tokens_evaluated": n_prompt, "truncated": False,
+              "tokens_cached": end.usage.cached_tokens if end.usage else 0}
+    if st is not None and st.first_token_at:
+        prompt_ms = (st.first_token_at - st.started_at) * 1e3 if st.started_at else 0.0
+        predicted_ms = (st.finished_at - st.first_token_at) * 1e3
+        fields["timings"] = {"prompt_n": n_prompt - fields["tokens_cached"], "prompt_ms": round(prompt_ms, 3),
+                             "predicted_n": generated, "predicted_ms": round(predicted_ms, 3),
+                             "predicted_per_second": round(generated / predicted_ms * 1e3, 2) if predicted_ms else 0.0}
+    return fields
+
+
+async def stream_infill(job: Job, model: str) -> AsyncIterator[bytes]:
+    try:
+        async for _, _, events in job.replies():
+            text = "".join(ev.text for ev in events if isinstance(ev, ContentDelta))
+            if text:
+                yield sse({"index": 0, "content": text, "stop": False})
+            end = events[-1] if events and isinstance(events[-1], ReplyEnd) else None
+            if end is None:
+                continue
+            if (err := generation_error(end)) is not None:
+                yield sse(err.body(), event="error")
+                return
+            yield sse({"index": 0, "content": "", **final_fields(model, end, job.prompt_tokens())})
+    except Exception as exc:  # a bug of ours: still end the stream the way clients understand
+        yield sse(APIError(500, f"internal error: {exc}").body(), event="error")
+    finally:
+        job.cancel()
+
+
+async def infill(srv, request: Request) -> Response:
+    srv.check_key(request)
+    body = parse(InfillRequest, await srv.read_body(request))
+    lease = await srv.lease(body.model, body.keep_alive)
+    try:
+        extra = tuple((f.filename, f.text) for f in body.input_extra)
+        try:
+            tokens = lease.engine.prompts.infill_tokens(body.input_prefix, body.input_suffix, body.prompt, extra)
+        except Exception as exc:
+            raise from_engine(exc, "input_prefix") from None
+        ours = validate(CompletionRequest, completion_fields(body, tokens))
+    except BaseException:
+        lease.release()
+        raise
+    model = lease.name
+
+    def whole(job: Job) -> Response:
+        c = job.choices[0]
+        end = next(ev for ev in reversed(c.events) if isinstance(ev, ReplyEnd))
+        return SafeJSONResponse({"index": 0, "content": c.reply.content or "",
+                                 **final_fields(model, end, job.prompt_tokens())})
+
+    return await generate(srv, request, lease, ours, stream=lambda job: stream_infill(job, model), whole=whole)
+
+
+def infill_routes(srv, counted) -> list[Route]:
+    async def call(request: Request) -> Response:
+        return await infill(srv, request)
+
+    return [Route("/infill", counted("/infill", call), methods=["POST"])]

@@ -37,6 +37,8 @@ from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job
 from edge_infer.server.metrics import Metrics
 from edge_infer.server.ollama import ollama_routes
+from edge_infer.server.openai_responses import ResponsesAPI
+from edge_infer.server.response_store import ResponseStore
 from edge_infer.server.responses import ChatWire, TextWire, TokenText, usage
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse
 from edge_infer.server.sse import stream_job
@@ -54,7 +56,8 @@ class Server:
         self.max_body = max_body
         self.body_timeout = body_timeout
         self.created = int(time.time())
-        self.metrics = Metrics(host)
+        self.response_store = ResponseStore()  # the Responses API's stored responses (server.openai_responses)
+        self.metrics = Metrics(host, self.response_store)
         self.leases = Leases(host)
         self._texts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # engine -> TokenText
 
@@ -247,6 +250,7 @@ def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_
     routes += anthropic_routes(srv, counted)  # Anthropic's /v1/messages (server.anthropic)
     routes += token_routes(srv, counted)  # llama-server's /tokenize, /detokenize, /apply-template
     routes += infill_routes(srv, counted)  # llama-server's /infill (editor autocomplete)
+    routes += ResponsesAPI(srv, srv.response_store).routes(counted)  # OpenAI's /v1/responses
     app = Starlette(routes=bare_twins(routes), exception_handlers={HTTPException: http_error, Exception: server_error},
                     middleware=cors(cors_origins) + [Middleware(HeaderLimit)])
     app.state.server = srv

@@ -105,8 +105,21 @@ class EngineCollector:
         yield from (used, free, total, layers)
 
 
+class StoreCollector:
+    """The Responses API's store: how many responses, how many bytes, how many evicted."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def collect(self):
+        s = self.store
+        yield GaugeMetricFamily("edge_infer_responses_stored", "Responses kept for previous_response_id", len(s))
+        yield GaugeMetricFamily("edge_infer_responses_stored_bytes", "Bytes of the stored responses", s.bytes)
+        yield CounterMetricFamily("edge_infer_responses_evicted", "Stored responses evicted for room", s.evictions)
+
+
 class Metrics:
-    def __init__(self, host):
+    def __init__(self, host, response_store=None):
         self.registry = r = CollectorRegistry()
         self.requests = Counter("edge_infer_http_requests", "HTTP requests by endpoint and status",
                                 ["endpoint", "status"], registry=r)
@@ -122,6 +135,8 @@ class Metrics:
         self.duration = Histogram("edge_infer_request_duration_seconds", "Submit until the last token",
                                   buckets=_LATENCY, registry=r)
         r.register(EngineCollector(host))
+        if response_store is not None:
+            r.register(StoreCollector(response_store))
 
     def request(self, endpoint: str, status: int) -> None:
         self.requests.labels(endpoint, str(status)).inc()

@@ -80,6 +80,7 @@ class _OpenCall:
     id: str
     name: str
     arguments: list[str] = field(default_factory=list)
+    held: list | None = None  # a later call's events, kept until it is known not to repeat one
 
 
 class ReplyReader:
@@ -100,6 +101,7 @@ class ReplyReader:
             self._parser = ReasoningSplitter(starts_in_reasoning)
         self._calls: dict[int, _OpenCall] = {}
         self._done: set[int] = set()
+        self.calls_ended = False  # the model repeated a call it made: the reply's calls are over
         self.ended: ReplyEnd | None = None
 
     @property
@@ -126,36 +128,71 @@ class ReplyReader:
         if not self.plain:
             out += self._read(self._parser.finish())
         out += self._complete(final=True)
-        finish: FinishReason = "tool_calls" if self.called and reason == "stop" else reason
+        # A reply whose calls ended on a repeat is over, however the engine was stopped.
+        finish: FinishReason = "tool_calls" if self.called and (reason == "stop" or self.calls_ended) else reason
         self.ended = ReplyEnd(finish, Usage.of(stats), error, stats, stop_sequence)
         return out + [self.ended]
 
     def _read(self, events) -> list[ReplyEvent]:
+        """The parser's events, with the first call streamed as it comes and each later one
+        held until whole: a call that repeats an earlier one (small models write the same
+        call again until max_tokens) ends the reply's calls instead of being returned."""
         out: list[ReplyEvent] = []
         for ev in events:
             if isinstance(ev, ReasoningDelta) and self.reasoning == "drop":
                 continue
-            out.append(ev)
+            if self.calls_ended and not isinstance(ev, ReasoningDelta):
+                continue  # what follows a repeated call is not the reply's
+            call = None
             if isinstance(ev, ToolCallStart):
-                self._calls[ev.index] = _OpenCall(ev.id, ev.name)
+                call = self._calls[ev.index] = _OpenCall(ev.id, ev.name, held=[] if self._calls else None)
             elif isinstance(ev, ToolCallArgsDelta) and ev.index in self._calls:
-                self._calls[ev.index].arguments.append(ev.fragment)
+                call = self._calls[ev.index]
+                call.arguments.append(ev.fragment)
+            if call is not None and call.held is not None:
+                call.held.append(ev)
+            else:
+                out.append(ev)
+            if isinstance(ev, ToolCallArgsDelta):
                 out += self._complete(final=False)
         return out
 
     def _complete(self, final: bool) -> list[ReplyEvent]:
         """ToolCallDone for each call whose arguments are a whole JSON object now (at the
-        end: every call), once each, in order."""
+        end: every call), once each, in order; a repeat of an earlier call (or, cut by the
+        end, the start of one) is dropped and ends the calls."""
         out: list[ReplyEvent] = []
         for i, call in sorted(self._calls.items()):
             if i in self._done:
                 continue
             args = "".join(call.arguments)
-            if not final and not _whole_object(args):
+            whole = _whole_object(args)
+            if not final and not whole:
                 break  # calls complete in order
+            if self._repeats(call.name, args, whole):
+                self.calls_ended = True
+                for j in [j for j in self._calls if j >= i]:
+                    del self._calls[j]
+                break
             self._done.add(i)
+            out += call.held or []
+            call.held = None
             out.append(ToolCallDone(i, ToolCall(call.name, args, call.id)))
         return out
+
+    def _repeats(self, name: str, args: str, whole: bool) -> bool:
+        earlier = [c for j, c in self._calls.items() if j in self._done and c.name == name]
+        if whole:
+            return any(_same_json(args, "".join(c.arguments)) for c in earlier)
+        cut = "".join(args.split())
+        return bool(cut) and any("".join("".join(c.arguments).split()).startswith(cut) for c in earlier)
+
+
+def _same_json(a: str, b: str) -> bool:
+    try:
+        return json.loads(a) == json.loads(b)
+    except ValueError:
+        return a == b
 
 
 def _whole_object(text: str) -> bool:

@@ -234,7 +234,10 @@ class Job:
         async for i, ev in self.events():
             reader = self.readers[i]
             if isinstance(ev, TokenEvent):
-                yield i, ev, reader.token(ev.text, ev.call_began)
+                events = reader.token(ev.text, ev.call_began)
+                if reader.calls_ended:
+                    self.streams[i].cancel()  # a repeated call: the rest would be more of the same
+                yield i, ev, events
             else:
                 yield i, None, reader.end(ev.reason, ev.text, ev.stats, ev.error, ev.stop_sequence)
 

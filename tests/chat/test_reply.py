@@ -113,3 +113,43 @@ def test_calls_start_before_their_arguments_and_are_done_after():
     order = [type(e) for e in events if type(e) in (ToolCallStart, ToolCallArgsDelta, ToolCallDone)]
     assert order == [ToolCallStart, ToolCallArgsDelta, ToolCallDone]
     assert fold(events).tool_calls[0].name == "get_weather"
+
+
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+
+
+def test_a_repeated_call_ends_the_calls_instead_of_coming_back_twice():
+    """Small models write the same call again until max_tokens: the repeat (and the cut one
+    after it) is not the reply's, and the reply ends as tool_calls, not length."""
+    text = CALL + CALL + '<tool_call>\n{"name": "get_weather", "argu'
+    for cut in ([text], [text[i:i + 5] for i in range(0, len(text), 5)]):
+        reader = ReplyReader(family_named("hermes"), id_factory=fixed_ids())
+        events = read(reader, cut, reason="length")
+        reply = fold(events)
+        assert [(c.name, json.loads(c.arguments_json)) for c in reply.tool_calls] == [("get_weather", {"city": "Paris"})]
+        assert reply.finish_reason == "tool_calls" and reader.calls_ended
+        assert sum(isinstance(e, ToolCallStart) for e in events) == 1
+
+
+def test_a_cut_repeat_is_dropped_and_a_different_call_is_kept():
+    # A forced call (the call grammar writes the reply): the cut one's name is out, its arguments not.
+    reader = ReplyReader(family_named("hermes"), constrained=True, id_factory=fixed_ids())
+    cut = read(reader, [CALL + '<tool_call>\n{"name": "get_weather", "arguments": {"ci'], reason="length")
+    assert len(fold(cut).tool_calls) == 1 and fold(cut).finish_reason == "tool_calls"
+    other = CALL.replace("Paris", "Oslo")
+    reply = fold(read(ReplyReader(family_named("hermes"), id_factory=fixed_ids()), [CALL + other]))
+    assert [json.loads(c.arguments_json)["city"] for c in reply.tool_calls] == ["Paris", "Oslo"]
+
+
+def test_a_later_call_is_held_until_whole_the_first_streams_as_it_comes():
+    text = '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>\n<tool_call>\n{"name": "g", "arguments": {"b": 2}}\n</tool_call>'
+    reader = ReplyReader(family_named("hermes"), constrained=True, id_factory=fixed_ids())
+    seen = []
+    for i in range(0, len(text), 3):
+        got = reader.token(text[i:i + 3])
+        seen.append([type(e).__name__ for e in got])
+    flat = [k for step in seen for k in step]
+    first_done = flat.index("ToolCallDone")
+    assert flat.index("ToolCallArgsDelta") < first_done  # the first call's arguments stream
+    second = [step for step in seen if "ToolCallStart" in step and step.index("ToolCallStart") > -1][-1]
+    assert second[-1] == "ToolCallDone" and "ToolCallArgsDelta" in second  # the second comes whole

@@ -18,18 +18,20 @@ BODY_CAP = 256 << 10  # read at most this much of an answer: we only classify it
 
 def run_fuzz(url: str, n: int = 10_000, seed: int = 0, *, target: Target | None = None,
              concurrency: int = 16, timeout: float = 60.0, slow: int = 20, slow_timeout: float = 60.0,
-             progress=None) -> dict:
+             progress=None, routes: str = "openai") -> dict:
+    """routes: openai (chat and text completions), agents (Anthropic's Messages, Responses,
+    infill, token utilities) or all."""
     target = target or Target(url)
-    return asyncio.run(_fuzz(target, n, seed, concurrency, timeout, slow, slow_timeout, progress))
+    return asyncio.run(_fuzz(target, n, seed, concurrency, timeout, slow, slow_timeout, progress, routes))
 
 
-async def _fuzz(target, n, seed, concurrency, timeout, slow, slow_timeout, progress) -> dict:
+async def _fuzz(target, n, seed, concurrency, timeout, slow, slow_timeout, progress, routes="openai") -> dict:
     sec = Section("fuzz")
     tally: dict[str, int] = {}
     async with target.client(timeout=timeout, connections=concurrency + 4) as client:
         rss_before = await rss_bytes(client, target.pid)
         slow_tasks = [asyncio.create_task(_slowloris(target, i, slow_timeout)) for i in range(slow)]
-        died = await _run_cases(target, client, cases(seed, n), concurrency, timeout, sec, tally, progress)
+        died = await _run_cases(target, client, cases(seed, n, routes), concurrency, timeout, sec, tally, progress)
         slow_results = await asyncio.gather(*slow_tasks)
         await asyncio.sleep(1)  # let the last cancelled generations free their memory
         up = await alive(client)
@@ -45,7 +47,7 @@ async def _fuzz(target, n, seed, concurrency, timeout, slow, slow_timeout, progr
     sec.add("hangs (no answer in time)", tally.get("hang", 0), "== 0", not tally.get("hang"))
     sec.add("unexpected connection errors", tally.get("conn_error", 0), "== 0", not tally.get("conn_error"))
     sec.add("closed on HTTP-level abuse (ok)", tally.get("closed_ok", 0))
-    sec.add("broken 2xx (bad JSON / no [DONE])", tally.get("broken2xx", 0), "== 0", not tally.get("broken2xx"))
+    sec.add("broken 2xx (bad JSON / unfinished stream)", tally.get("broken2xx", 0), "== 0", not tally.get("broken2xx"))
     sec.add("4xx not OpenAI-shaped", tally.get("shape", 0))
     sec.add("probe errors (case not sent)", tally.get("probe_error", 0))
     sec.add("2xx where 4xx expected", tally.get("accepted_invalid", 0))
@@ -190,7 +192,14 @@ def _whole(out: dict) -> bool:
     """A 2xx answer is complete: a JSON body, or an SSE stream ending in [DONE] without error events."""
     body = out["body"]
     if "text/event-stream" in out["ctype"]:
-        return body.rstrip().endswith(b"data: [DONE]") and b"event: error" not in body
+        if b"event: error" in body or b"event: response.failed" in body:
+            return False
+        tail = body.rstrip()
+        last = tail.rsplit(b"\n", 1)[-1]
+        return (tail.endswith(b"data: [DONE]")                      # OpenAI chat and text
+                or b"event: message_stop" in tail[-200:]             # Anthropic
+                or b"event: response.completed" in body or b"event: response.incomplete" in body  # Responses
+                or (last.startswith(b"data: ") and b'"stop":true' in last))  # infill
     if not body:  # HEAD, 204
         return True
     try:

@@ -415,13 +415,22 @@ GENERATORS = [  # (weight, generator)
 ]
 
 
-def make_case(seed: int, index: int) -> Case:
+def generators(routes: str) -> list:
+    """openai: the OpenAI routes' cases; agents: Anthropic's, Responses, infill and the token
+    utilities (fuzz_agents); all: both."""
+    from .fuzz_agents import gen_agent_route
+
+    agents = [(40, gen_agent_route)]
+    return {"openai": GENERATORS, "agents": agents, "all": GENERATORS + agents}[routes]
+
+
+def make_case(seed: int, index: int, routes: str = "openai") -> Case:
     rng = random.Random(f"{seed}:{index}")
-    weights, gens = zip(*GENERATORS)
+    weights, gens = zip(*generators(routes))
     gen = rng.choices(gens, weights)[0]
     return Case(index=index, kind=gen.__name__.removeprefix("gen_"), **gen(rng))
 
 
-def cases(seed: int, n: int):
+def cases(seed: int, n: int, routes: str = "openai"):
     for i in range(n):
-        yield make_case(seed, i)
+        yield make_case(seed, i, routes)

@@ -12,6 +12,7 @@ Sections (--sections, comma-separated; default all but gguf unless --gguf is giv
   load        many concurrent clients, mixed stream/non-stream: nothing lost, no 5xx
   disconnect  clients leaving mid-stream: no leaked slots, speed unchanged after
   fuzz        --fuzz N malformed requests + slowloris bodies: 4xx, no 5xx/hangs/crash/leak
+              (--routes openai|agents|all: which routes)
   security    path traversal in model names, API key, CORS, body limit, socket mode
   gguf        corrupt GGUF files through `inspect`, `run`, `import`, `serve`
 
@@ -56,6 +57,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--disconnects", type=int, default=100)
     p.add_argument("--fuzz", type=int, default=10_000, metavar="N", help="fuzz requests (default 10000)")
     p.add_argument("--fuzz-concurrency", type=int, default=16)
+    p.add_argument("--routes", choices=("openai", "agents", "all"), default="openai",
+                   help="which routes fuzz sends to: OpenAI chat and text completions (default), the agents' "
+                        "(Anthropic Messages, Responses, infill, token utilities), or all")
     p.add_argument("--slow", type=int, default=20, help="slowloris connections during fuzz")
     p.add_argument("--slow-timeout", type=float, default=60.0, help="seconds a slow body may stay unanswered")
     p.add_argument("--timeout", type=float, default=60.0, help="per-request timeout in fuzz (a hang)")
@@ -86,7 +90,8 @@ def run_section(name: str, args, target: Target) -> dict:
         return run_disconnect(target.url, args.disconnects, target=target, seed=args.seed)
     if name == "fuzz":
         return run_fuzz(target.url, args.fuzz, args.seed, target=target, concurrency=args.fuzz_concurrency,
-                        timeout=args.timeout, slow=args.slow, slow_timeout=args.slow_timeout, progress=progress)
+                        timeout=args.timeout, slow=args.slow, slow_timeout=args.slow_timeout, progress=progress,
+                        routes=args.routes)
     if name == "security":
         return run_security(target.url, target=target)
     return run_gguf(args.edge_infer, args.gguf, timeout=args.gguf_timeout)

@@ -40,6 +40,14 @@ def test_fuzzed_requests_get_answers_not_crashes(probed):
     assert result["ok"], (failed(result), result["examples"])
 
 
+def test_fuzzed_requests_to_the_agents_routes_get_answers_not_crashes(probed):
+    """Anthropic's Messages, OpenAI's Responses, infill and the token utilities, broken
+    every way fuzz_agents knows: 4xx in each route's own error shape, never 5xx or a hang."""
+    result = run_fuzz(probed.url, n=300, seed=11, slow=0, routes="agents")
+    assert result["ok"], (failed(result), result["examples"])
+    assert result["values"]["status 4xx"] > 100 and result["values"]["status 2xx"] > 10
+
+
 def test_security_checks(probed):
     result = run_security(probed.url)
     assert result["ok"], failed(result)

@@ -46,6 +46,9 @@ class EngineSettings:
     # N-gram speculation (prompt lookup): up to this many drafted tokens verified per step
     # for each request that does not choose itself (0 = off). Output is unchanged either way.
     draft_max: int = 0
+    # Reasoning tokens a chat reply may write inside its <think> block before the engine closes
+    # it and the model answers (-1 = no limit; a request may set its own).
+    reasoning_budget: int = -1
     queue_size: int = 64        # requests waiting beyond the slots; more are refused
     # Every request ends: one that is still queued or generating this many seconds after it
     # was submitted is finished with an error and its slot freed (0 = no deadline).

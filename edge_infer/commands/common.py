@@ -45,6 +45,9 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
                    help="n-gram speculation: draft up to N tokens per step from the prompt and the text "
                         "so far, verified in the same batch; same output, faster on repetitive text "
                         "(default 0 = off; a request may set 'speculative')")
+    g.add_argument("--reasoning-budget", type=int, metavar="N",
+                   help="reasoning tokens a reply may write in its <think> block before the engine closes "
+                        "it and the model answers (default -1 = no limit; 0 = answer at once)")
     g.add_argument("--chat-template-file", metavar="FILE",
                    help="a Jinja chat template to use instead of the model's own (e.g. one with tool "
                         "or thinking support)")
@@ -77,6 +80,7 @@ def engine_settings(args, **overrides) -> EngineSettings:
                   prompt_cache_mib=getattr(args, "prompt_cache_mib", None),
                   draft_max=getattr(args, "draft_max", None), request_timeout=getattr(args, "request_timeout", None),
                   stall_timeout=getattr(args, "stall_timeout", None),
+                  reasoning_budget=getattr(args, "reasoning_budget", None),
                   chat_template=getattr(args, "chat_template_file", None))
     values.update(overrides)
     return EngineSettings.from_env(**values)

@@ -73,7 +73,7 @@ class Engine:
         if self.n_ctx_seq < s.ctx:
             log.warning("the KV pool holds %d cells, fewer than --ctx %d: each request is capped at %d",
                         self.ctx.n_ctx, s.ctx, self.n_ctx_seq)
-        self.prompts = Prompter(self.model, self.info.architecture, template_text)
+        self.prompts = Prompter(self.model, self.info.architecture, template_text, s.reasoning_budget)
         self.embedder = Embedder(self.model, self.info.architecture, s)  # its context comes on first use
         # An encoder (BERT-style embedder or reranker) cannot generate: llama.cpp would abort.
         self.encoder_only = self.model.meta(f"{self.info.architecture}.attention.causal") == "false"
@@ -142,9 +142,8 @@ class Engine:
         except ValueError as exc:
             raise BadRequestError(str(exc)) from exc
         stream = RequestStream(request.id, cancel=lambda: self.cancel(request.id), prompt_tokens=len(tokens))
-        seq = Sequence(request, tokens, stream, sampler)
-        # Indexing a long prompt for drafts happens here, not on the engine thread.
-        seq.drafter = self.speculation.drafter_for(request, tokens)
+        seq = Sequence(request, tokens, stream, sampler, self.prompts.think_budget(request))
+        seq.drafter = self.speculation.drafter_for(request, tokens)  # a long prompt indexed here, not on the engine thread
         if self.settings.request_timeout > 0:
             seq.deadline = seq.stats.queued_at + self.settings.request_timeout
         with self._lock:

@@ -53,7 +53,11 @@ def postprocess_token(sampled: Sampled, vocab: Vocab, n_ctx_seq: int | None = No
     if forced is None and (p.grammar or not p.ignore_eos) and vocab.is_eog(token):
         return Outcome(seq, finish="stop")
     seq.generated.append(token)
-    text, stopped = seq.stops.feed(seq.utf8.feed(vocab.token_to_bytes(token)))
+    piece = vocab.token_to_bytes(token)
+    text, stopped = seq.stops.feed(seq.utf8.feed(piece))
+    think = seq.think
+    if think is not None and think.after(piece.decode("utf-8", "replace"), cut=seq.stream.reasoning_cut):
+        seq.forced_next = list(think.close_tokens)  # its reasoning is over: the answer comes next
     event = TokenEvent(token, text, sampled.logprobs)
     n = len(seq.generated)
     if stopped:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edge_infer.chat.reasoning import THINK_CLOSE
 from edge_infer.chat.template import ChatTemplate
 from edge_infer.engine.llama import LlamaModel
 from edge_infer.engine.sequence import Request
+from edge_infer.engine.think_budget import ThinkBudget
 from edge_infer.errors import EdgeInferError
 
 
@@ -30,9 +32,12 @@ def read_template_file(path: str) -> str:
 
 
 class Prompter:
-    def __init__(self, model: LlamaModel, architecture: str = "", template: str | None = None):
-        """template: a chat template's text to use instead of the model's own."""
-        self.model = model
+    def __init__(self, model: LlamaModel, architecture: str = "", template: str | None = None,
+                 reasoning_budget: int = -1):
+        """template: a chat template's text to use instead of the model's own; reasoning_budget:
+        the default of requests that leave theirs unset."""
+        self.model, self.reasoning_budget = model, reasoning_budget
+        self._close_tokens: tuple[int, ...] | None = None
         self.template = ChatTemplate(
             template or model.meta("tokenizer.chat_template"),
             bos_token=model.token_to_bytes(model.bos, special=True).decode("utf-8", "replace"),
@@ -72,6 +77,15 @@ class Prompter:
         elif extra:
             head += text("".join(f"{name}\n{body}\n\n" for name, body in extra))
         return head + [fim["pre"]] + text(prefix + prompt) + [fim["suf"]] + text(suffix) + [fim["mid"]]
+
+    def think_budget(self, request: Request) -> ThinkBudget | None:
+        """A chat reply's reasoning budget (None: a text completion, nothing to watch)."""
+        if request.messages is None:
+            return None
+        if self._close_tokens is None:  # "</think>" is one special token where the model has it
+            self._close_tokens = tuple(self.model.tokenize(f"\n{THINK_CLOSE}\n\n", add_special=False))
+        budget = self.reasoning_budget if request.reasoning_budget is None else request.reasoning_budget
+        return ThinkBudget(budget, self.template.opens_reasoning(request.template_vars), self._close_tokens)
 
     def tokens_for(self, request: Request) -> list[int]:
         given = [x is not None for x in (request.prompt, request.messages, request.prompt_tokens)]

@@ -44,6 +44,10 @@ class ModelRunner:
         forced = seq.request.forced_tokens
         if forced is not None:
             token = forced[len(seq.generated)]
+        elif seq.forced_next:  # the engine writes these itself (a reasoning budget ran out)
+            token = seq.forced_next.pop(0)
+            if seq.sampler is not None:
+                seq.sampler.accept(token)
         elif seq.params.grammar:  # None when the grammar allows nothing
             token = seq.sampler.sample_checked(self.ctx, row, self.model.n_vocab)
         else:

@@ -27,6 +27,8 @@ class Request:
     capture_logprobs: bool = False         # full log-softmax per generated position
     forced_tokens: list[int] | None = None  # evaluation: emit these instead of sampling
     draft_max: int | None = None           # n-gram speculation: tokens drafted per step (0 off, None: server's)
+    reasoning_budget: int | None = None    # with messages: reasoning tokens before the engine closes the
+                                           # <think> block (-1: no limit; None: the engine's --reasoning-budget)
     id: str = field(default_factory=lambda: f"req-{next(_ids)}")
 
 
@@ -38,7 +40,7 @@ class Status(Enum):
 
 
 class Sequence:
-    def __init__(self, request: Request, prompt_tokens: list[int], stream, sampler=None):
+    def __init__(self, request: Request, prompt_tokens: list[int], stream, sampler=None, think=None):
         self.request = request
         self.id = request.id
         self.prompt = prompt_tokens
@@ -63,6 +65,9 @@ class Sequence:
         self.resume_tokens: list[int] | None = None
         self.preemptions = 0
         self.drafter = None                  # NgramDrafter when speculation is on (engine/ngram.py)
+        self.think = think                   # ThinkBudget of a chat reply (engine/think_budget.py)
+        # Tokens the engine writes itself instead of sampling (a reasoning block's close marker).
+        self.forced_next: list[int] = list(think.close_tokens) if think and think.closes_at_once() else []
 
     @property
     def resumed(self) -> bool:

@@ -49,6 +49,7 @@ class RequestStream:
     def __init__(self, request_id: str, cancel: Callable[[], None], prompt_tokens: int = 0):
         self.id = request_id
         self.prompt_tokens = prompt_tokens  # as tokenized at submit (what its usage will count)
+        self.reasoning_cut = False  # set by end_reasoning(): the engine closes the reply's <think> block
         self._cancel = cancel
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -70,6 +71,11 @@ class RequestStream:
     # consumer side ---------------------------------------------------------
     def cancel(self) -> None:
         self._cancel()
+
+    def end_reasoning(self) -> None:
+        """End the reply's reasoning now: the engine writes the close marker at the next token
+        and the model goes on to its answer (the TUI's key)."""
+        self.reasoning_cut = True
 
     def __iter__(self):
         while True:

@@ -176,4 +176,6 @@ def chat_fields(body: MessagesRequest) -> dict:
             fields[name] = getattr(body, name)
     if body.thinking is not None and body.thinking.type == "disabled":
         fields["reasoning_effort"] = "none"
+    elif body.thinking is not None and body.thinking.budget_tokens is not None:
+        fields["reasoning_budget"] = body.thinking.budget_tokens  # the engine closes <think> after these
     return fields

@@ -156,7 +156,7 @@ class Job:
         if isinstance(body, ChatCompletionRequest):
             messages = [chat_message(m) for m in body.messages]
             prompts, prompt_param, tools = [("messages", messages)], "messages", body.tools_for_prompt
-            extra = {"template_vars": body.template_vars}
+            extra = {"template_vars": body.template_vars, "reasoning_budget": body.reasoning_budget_tokens}
         elif body.suffix is not None:  # fill in the middle: the model's FIM tokens around the gap
             try:
                 prompts = [("prompt_tokens", self.engine.prompts.infill_tokens(body.prompt, body.suffix))]

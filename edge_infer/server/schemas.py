@@ -131,6 +131,10 @@ class _Sampling(Body):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
+# reasoning_effort as a reasoning budget: what a CPU can afford to think at each level.
+EFFORT_BUDGETS = {"none": 0, "minimal": 0, "low": 256, "medium": 1024, "high": 4096, "xhigh": -1}
+
+
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1)
@@ -152,6 +156,9 @@ class ChatCompletionRequest(_Sampling):
     # template has a switch (enable_thinking, as Qwen 3's); a template that reads
     # reasoning_effort itself (gpt-oss) gets it as it is.
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    # Reasoning tokens before the engine closes the <think> block and the model answers (-1: no
+    # limit). Unset: from reasoning_effort (EFFORT_BUDGETS), else the server's --reasoning-budget.
+    reasoning_budget: int | None = Field(None, ge=-1)
     # Extra chat-template variables (llama-server's and vLLM's name), e.g. {"enable_thinking": false}.
     chat_template_kwargs: dict[str, Any] | None = Field(None, max_length=32)
     _tool_choice: str | None = None  # tool_choice once checked: see forced_tool
@@ -183,6 +190,12 @@ class ChatCompletionRequest(_Sampling):
                    "enable_thinking": self.reasoning_effort not in ("none", "minimal")}
         out.update(self.chat_template_kwargs or {})
         return out or None
+
+    @property
+    def reasoning_budget_tokens(self) -> int | None:
+        if self.reasoning_budget is not None or self.reasoning_effort is None:
+            return self.reasoning_budget
+        return EFFORT_BUDGETS[self.reasoning_effort]
 
     @property
     def forced_tool(self) -> str | None:

@@ -247,3 +247,52 @@ async def test_a_reply_whose_template_opened_think_starts_in_its_reasoning():
             fold = view.query_one(Collapsible)
             assert shown(fold.query_one(".reasoning-text", Static)) == "The user greets me."
             assert view.query_one(".body", Markdown).source.strip() == "Hello there!"
+
+
+async def test_ctrl_g_ends_the_replys_reasoning(tmp_path):
+    """The key asks the engine to close the reply's <think> block (RequestStream.end_reasoning)."""
+    import asyncio
+
+    from edge_infer.engine import FinishEvent, RequestStats
+    from edge_infer.tui.conversations import ConversationStore
+    from edge_infer.tui.widgets.chat import ChatPane
+
+    from .conftest import wait_for
+
+    class ThinkingStream:
+        ended = asyncio.Event()
+        reasoning_cut = False
+
+        def cancel(self):
+            self.ended.set()
+
+        def end_reasoning(self):
+            self.reasoning_cut = True
+            self.ended.set()
+
+        async def __aiter__(self):
+            await self.ended.wait()
+            yield FinishEvent("stop", stats=RequestStats())
+
+    stream = ThinkingStream()
+
+    class ThinkingEngine(FakeEngine):
+        def submit(self, request):
+            return stream
+
+    class ThinkingLease(FakeLease):
+        engine = ThinkingEngine()
+
+    class ChatApp(App):
+        def compose(self) -> ComposeResult:
+            yield ChatPane(ConversationStore(tmp_path / "conversations"), FakeHost())
+
+    app = ChatApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        chat = app.query_one(ChatPane)
+        chat.add_message(Message("user", "Think hard."))
+        chat._submit(chat.current, ThinkingLease())
+        await pilot.pause()
+        await pilot.press("ctrl+g")
+        await wait_for(pilot, lambda: chat.stream is None, timeout=10)
+        assert stream.reasoning_cut

@@ -31,6 +31,7 @@ from edge_infer.tui.widgets.reply_parts import FLUSH_S, LiveReply, reply_stats_o
 class ChatPane(Widget):
     BINDINGS = [
         Binding("escape", "stop", "Stop"),
+        Binding("ctrl+g", "end_thinking", "Answer now", show=False),  # ctrl+e is the input's end of line
         Binding("ctrl+n", "new_chat", "New chat"),
         Binding("ctrl+r", "regenerate", "Regenerate"),
         Binding("ctrl+t", "rename", "Rename"),
@@ -239,6 +240,11 @@ class ChatPane(Widget):
             self.store.save(conv)
 
     # ---- actions -------------------------------------------------------------------
+    def action_end_thinking(self) -> None:
+        """The reply's reasoning ends now: the engine closes its <think> block, the answer follows."""
+        if self.stream is not None:
+            self.stream.end_reasoning()
+
     def action_stop(self) -> None:
         if self.stream is not None:
             self.stream.cancel()

@@ -156,3 +156,13 @@ def test_loose_literals():
     assert match_loose("<tool_x", 0, "<tool_call>", False) == FAIL
     assert match_loose("abc", 1, "", False) == 1
     assert isinstance(ContentDelta("x"), ContentDelta)
+
+
+@pytest.mark.parametrize("cut", ['}\n</tool', '}\n</tool_call>\n<tool_', '}\n</tool_call>\n<tool_call>\n{"na',
+                                 '}\n</tool_call>\n<tool_call>\n{"name": "get_wea'])
+def test_a_forced_reply_cut_in_its_syntax_leaves_no_stray_content(cut):
+    """max_tokens inside a call's closing or the next call's opening: those are the calls'
+    syntax, not text for the client (they used to come out as content, e.g. '}\\n</tool')."""
+    text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}' + cut
+    reply = family_named("hermes").parse(text, fixed_ids(), constrained=True)
+    assert reply.content == "" and [c.name for c in reply.tool_calls] == ["get_weather"]

@@ -3,7 +3,8 @@ switched the sampler to the call grammar, engine/postprocess.py): their syntax i
 to hold, so a call's name goes out as soon as it is complete and its arguments as they
 arrive, instead of once the whole call has parsed. If the text leaves the syntax anyway
 (a stop string or max_tokens cut it), the call ends there: what was sent stays sent
-(OpenAI does the same at finish_reason "length") and the rest is content.
+(OpenAI does the same at finish_reason "length") and the rest is content, except the call's
+own closing or the next call's opening cut short, which are the calls' syntax, not text.
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ class ConstrainedCalls(Matcher):
                 if self.state == "open":
                     self._reset()
                     return Fail(len(self.w.trigger) if buf.startswith(self.w.trigger) else 1)
+                if final and self._cut_head(buf, i, lead):
+                    return self._end(len(buf), items)  # the next call, cut before its name: not content
                 k = match_loose(buf, i, self.w.list_close, final) if self.w.list_close else FAIL
                 if k == WAIT:
                     return Progress(i, items)
@@ -137,8 +140,15 @@ class ConstrainedCalls(Matcher):
                 if j == WAIT:
                     return Progress(i, items)
                 if j == FAIL:
+                    if final and match_loose(buf, i, self.w.call_close, False) == WAIT:
+                        return self._end(len(buf), items)  # its own closing, cut short: not content
                     return self._end(i, items)
                 i, self.state = j, "after"
+
+    def _cut_head(self, buf: str, i: int, lead: str) -> bool:
+        """buf[i:] is the start of another call's head (its opening, or its name) cut short."""
+        j = match_loose(buf, i, lead, False)
+        return j == WAIT or (j >= 0 and self._head(buf, j, False) == WAIT)
 
     def _head(self, buf: str, j: int, final: bool):
         """(name, index past name_close) for a name starting at buf[j], or WAIT / FAIL."""

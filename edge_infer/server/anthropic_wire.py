@@ -38,7 +38,7 @@ class Block(Body):
 
 
 class Message(Body):
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]  # Claude Code sends system turns in messages too
     content: Union[str, list[Block]]
 
 
@@ -56,8 +56,12 @@ class ToolChoice(Body):
 
 
 class Thinking(Body):
-    type: Literal["enabled", "disabled"]
+    type: Literal["enabled", "disabled", "adaptive"]  # adaptive: the model decides (Claude Code's)
     budget_tokens: int | None = Field(None, ge=1)
+
+
+class OutputConfig(Body):
+    effort: Literal["low", "medium", "high", "max"] | None = None
 
 
 class MessagesRequest(Body):
@@ -73,6 +77,7 @@ class MessagesRequest(Body):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None
+    output_config: OutputConfig | None = None  # effort: how much the model may think
     keep_alive: str | float | None = None  # ours (Ollama's): how long the model stays loaded
 
 
@@ -108,8 +113,8 @@ def chat_messages(system, messages: list[Message]) -> list[dict]:
     message, a tool_result block a `tool` message answering it (before the user's text)."""
     out: list[dict] = [{"role": "system", "content": _text(system, "system")}] if system else []
     for i, m in enumerate(messages):
-        if isinstance(m.content, str):
-            out.append({"role": m.role, "content": m.content})
+        if isinstance(m.content, str) or m.role == "system":
+            out.append({"role": m.role, "content": _text(m.content, f"messages[{i}].content")})
             continue
         text, calls, results = [], [], []
         for j, b in enumerate(m.content):
@@ -178,4 +183,6 @@ def chat_fields(body: MessagesRequest) -> dict:
         fields["reasoning_effort"] = "none"
     elif body.thinking is not None and body.thinking.budget_tokens is not None:
         fields["reasoning_budget"] = body.thinking.budget_tokens  # the engine closes <think> after these
+    elif body.output_config is not None and body.output_config.effort is not None:
+        fields["reasoning_effort"] = {"max": "xhigh"}.get(body.output_config.effort, body.output_config.effort)
     return fields

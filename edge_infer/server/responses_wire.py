@@ -1,7 +1,9 @@
 """OpenAI's Responses API as our chat request: its body, its input items, its output items.
 
 In: `input` (a string, or items: messages with text parts, `function_call`,
-`function_call_output`; reasoning items are dropped), `instructions`, function `tools`,
+`function_call_output`; reasoning items are dropped), `instructions`, function `tools` (the
+hosted kinds a client may also list, web_search or a namespace of agents, are left out:
+nothing here runs them; Codex lists them every turn),
 `tool_choice`, `max_output_tokens`, `reasoning.effort`, `text.format`. Out: chat messages
 checked by schemas.ChatCompletionRequest, and a reply as output items.
 """
@@ -114,12 +116,14 @@ def tool_fields(body: ResponsesRequest) -> dict:
     if body.tools:
         tools = []
         for i, t in enumerate(body.tools):
-            if not isinstance(t, dict) or t.get("type") != "function":
-                kind = t.get("type") if isinstance(t, dict) else None
-                raise bad_request(f"only function tools are available here, not {kind!r}", f"tools[{i}].type")
+            if not isinstance(t, dict) or not isinstance(t.get("type"), str):
+                raise bad_request("a tool is an object with a type", f"tools[{i}]")
+            if t["type"] != "function":
+                continue  # hosted tools (web_search, namespaces of agents, ...): none run here
             fn = {k: t[k] for k in ("name", "description", "parameters", "strict") if t.get(k) is not None}
             tools.append({"type": "function", "function": fn})
-        out["tools"] = tools
+        if tools:
+            out["tools"] = tools
     choice = body.tool_choice
     if isinstance(choice, dict) and choice.get("type") == "function":
         out["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}

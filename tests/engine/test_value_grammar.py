@@ -108,3 +108,12 @@ def test_after_its_trigger_a_call_in_a_non_json_syntax_follows_its_schema(make_e
     assert reply.tool_calls, text
     for call in reply.tool_calls:
         jsonschema.validate(json.loads(call.arguments_json), BOOKING)
+
+
+def test_a_property_of_annotations_alone_allows_any_value():
+    """{"description": ...} with no type is any JSON value (JSON Schema's rule; Claude Code's
+    Workflow tool has one): the call grammar builds, and both a string and an object fit it."""
+    tool = {"type": "function", "function": {"name": "run", "parameters": {"type": "object", "properties": {
+        "args": {"description": "any value, passed verbatim"}, "n": {"type": "integer"}}}}}
+    grammar = tool_call_grammar([tool], "required", WRAPPERS["hermes"])
+    validate_gbnf(grammar)

@@ -107,7 +107,12 @@ def test_bad_input_names_the_field(client):
         client.responses.create(model="smollm2", input=[{"type": "function_call_output", "output": "x"}])
     assert err.value.body["param"] == "input[0]"
     with pytest.raises(openai.BadRequestError) as err:
-        client.responses.create(model="smollm2", input="Hi", tools=[{"type": "web_search"}])
-    assert err.value.body["param"] == "tools[0].type"
+        client.responses.create(model="smollm2", input="Hi", tools=["web_search"])
+    assert err.value.body["param"] == "tools[0]"
+    # Hosted tools a client lists every turn (Codex: web_search, a namespace of agents) are left
+    # out, not refused: nothing here runs them.
+    r = client.responses.create(model="smollm2", input="Hi", max_output_tokens=4,
+                                tools=[{"type": "web_search"}, {"type": "namespace", "name": "agents", "tools": []}])
+    assert r.output
     with pytest.raises(openai.BadRequestError):
         client.responses.create(model="smollm2", input="")

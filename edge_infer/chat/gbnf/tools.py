@@ -55,7 +55,31 @@ def arguments_gbnf(schema: dict, syntax: str = "json") -> str:
         return arguments_grammar(schema, SYNTAXES[syntax])
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    return json_schema_to_gbnf(json.dumps(schema))
+    return json_schema_to_gbnf(json.dumps(annotations_mean_any(schema)))
+
+
+ANNOTATIONS = frozenset({"description", "title", "default", "examples", "deprecated", "readOnly", "writeOnly",
+                         "$comment"})
+
+
+def annotations_mean_any(schema):
+    """A (sub)schema of annotations alone, such as {"description": ...}, allows any value (JSON
+    Schema's rule; Claude Code's tools have such properties); llama.cpp's converter refuses it,
+    so it becomes {} there, anywhere in the schema."""
+    if isinstance(schema, list):
+        return [annotations_mean_any(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema and set(schema) <= ANNOTATIONS:
+        return {}
+    out = dict(schema)
+    for key in ("properties", "$defs", "definitions", "patternProperties"):
+        if isinstance(out.get(key), dict):
+            out[key] = {k: annotations_mean_any(v) for k, v in out[key].items()}
+    for key in ("items", "additionalProperties", "not", "anyOf", "oneOf", "allOf", "prefixItems"):
+        if isinstance(out.get(key), (dict, list)):
+            out[key] = annotations_mean_any(out[key])
+    return out
 
 
 def tool_call_grammar(tools: list[dict], choice: str, wrapper: CallWrapper = HERMES,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import dataclass, field
 
 from edge_infer.chat import (HERMES, CallWrapper, GrammarError, ToolGrammarError, tool_call_continuation,
@@ -19,6 +20,8 @@ from edge_infer.chat.reply import Reply, ReplyEnd, ReplyEvent, ReplyReader, fold
 from edge_infer.server.replies import reader_for
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
 
+
+log = logging.getLogger("edge_infer.server")
 
 MAX_PARALLEL_CALLS = 8  # calls in one forced reply (small models repeat a call until max_tokens)
 
@@ -72,9 +75,15 @@ def call_constraint(wrapper: CallWrapper | None, body: ChatCompletionRequest) ->
     try:
         grammar = tool_call_continuation(body.tools_for_prompt, wrapper, parallel=body.parallel_tool_calls,
                                          max_calls=MAX_PARALLEL_CALLS)
+        validate_gbnf(grammar, allow_unused=True)
     except ToolGrammarError as exc:
         param = "tool_choice" if exc.index is None else f"tools[{exc.index}].function.parameters"
         raise bad_request(str(exc), param) from None
+    except GrammarError as exc:
+        # Many large schemas (an agent's two dozen tools) make a grammar too big to sample
+        # with: under "auto" the calls are then read as the model writes them, unconstrained.
+        log.info("tool calls left unconstrained: %s", exc)
+        return {}
     return {"call_trigger": wrapper.trigger, "call_grammar": grammar}
 
 

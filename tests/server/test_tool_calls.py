@@ -183,3 +183,20 @@ def test_under_auto_a_begun_call_streams_its_arguments_as_written(client):
         jsonschema.validate(json.loads("".join(fragments)), WEATHER["function"]["parameters"])
         streamed += 1
     assert streamed >= 1
+
+
+def test_tools_too_large_for_a_grammar_are_called_unconstrained_under_auto():
+    """Two dozen big schemas (an agent's tools) make a call grammar over the size limit: under
+    auto the request still runs, its calls read as written, instead of a 400."""
+    from edge_infer.chat import HERMES
+    from edge_infer.server.jobs import call_constraint
+    from edge_infer.server.schemas import ChatCompletionRequest
+
+    wide = {"type": "object", "properties": {f"p{i}": {"anyOf": [{"type": "string"}, {"type": "integer"},
+                                                                  {"type": "array", "items": {"type": "string"}}]}
+                                             for i in range(40)}}
+    tools = [{"type": "function", "function": {"name": f"tool{i}", "parameters": wide}} for i in range(24)]
+    body = ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], tools=tools)
+    assert call_constraint(HERMES, body) == {}
+    small = ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], tools=tools[:1])
+    assert call_constraint(HERMES, small)["call_trigger"] == "<tool_call>"

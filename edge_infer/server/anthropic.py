@@ -21,7 +21,7 @@ from edge_infer.server import anthropic_wire as wire
 from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job, chat_message, generation_error
-from edge_infer.server.responses import sse
+from edge_infer.server.openai_wire import sse
 from edge_infer.server.schemas import ChatCompletionRequest, parse, validate
 
 STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens"}

@@ -39,7 +39,7 @@ from edge_infer.server.metrics import Metrics
 from edge_infer.server.ollama import ollama_routes
 from edge_infer.server.openai_responses import ResponsesAPI
 from edge_infer.server.response_store import ResponseStore
-from edge_infer.server.responses import ChatWire, TextWire, TokenText, usage
+from edge_infer.server.openai_wire import ChatWire, TextWire, TokenText, usage
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse
 from edge_infer.server.sse import stream_job
 from edge_infer.server.tokens import token_routes

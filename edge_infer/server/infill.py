@@ -20,7 +20,7 @@ from edge_infer.chat.reply import ReplyEnd
 from edge_infer.server.errors import APIError, SafeJSONResponse, from_engine
 from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job, generation_error
-from edge_infer.server.responses import sse
+from edge_infer.server.openai_wire import sse
 from edge_infer.server.schemas import Body, CompletionRequest, parse, validate
 
 STOP_TYPES = {"stop": "eos", "length": "limit"}

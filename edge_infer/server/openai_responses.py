@@ -23,7 +23,7 @@ from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job, generation_error
 from edge_infer.server.response_store import ResponseStore
-from edge_infer.server.responses import sse
+from edge_infer.server.openai_wire import sse
 from edge_infer.server.schemas import ChatCompletionRequest, parse, validate
 
 

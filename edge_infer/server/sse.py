@@ -11,7 +11,7 @@ from starlette.responses import StreamingResponse
 from edge_infer.chat.reply import ReplyEnd
 from edge_infer.server.errors import APIError
 from edge_infer.server.jobs import Job, generation_error
-from edge_infer.server.responses import DONE, TokenText, sse, usage
+from edge_infer.server.openai_wire import DONE, TokenText, sse, usage
 
 
 class SSEResponse(StreamingResponse):

@@ -1,4 +1,5 @@
-"""OpenAI wire shapes for chat and text completions, whole and streamed.
+"""OpenAI wire shapes for chat and text completions, whole and streamed (the Responses API's
+are in openai_responses.py and responses_wire.py).
 
 Built as plain dicts (one per streamed token, so no model validation on the hot path).
 ChatWire and TextWire differ only in names and where text and logprobs go.

@@ -115,8 +115,8 @@ def test_infill_fills_a_function_body_that_parses(qwen):
     assert "result" in middle and "%" in middle
     # Streamed: the middle in pieces, then the closing object. A second greedy run is compared
     # by its first line only: after the module's chat tests (another slot holding a conversation)
-    # the model's end of text after the middle is a near tie with "```" that the second run,
-    # evaluating one prompt token on 51 cached ones, can tip the other way; it then writes on.
+    # it went on past the first run's end of text; likely a near tie between end-of-text and
+    # "```" that its one-token prefill on 51 cached tokens tips (not proven yet).
     with httpx.stream("POST", live.url + "/infill", timeout=300, json={
             "input_prefix": PREFIX, "input_suffix": SUFFIX, "n_predict": 48, "temperature": 0, "stream": True,
             "input_extra": [{"filename": "util.py", "text": "def is_odd(n):\n    return n % 2 == 1\n"}]}) as s:

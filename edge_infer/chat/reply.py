@@ -99,6 +99,7 @@ class ReplyReader:
                                          constrained=constrained)
         elif not self.plain:
             self._parser = ReasoningSplitter(starts_in_reasoning)
+        self._splitter_only = family is None  # no calls to read: reasoning at most
         self._calls: dict[int, _OpenCall] = {}
         self._done: set[int] = set()
         self.calls_ended = False  # the model repeated a call it made: the reply's calls are over
@@ -112,7 +113,7 @@ class ReplyReader:
         """A token's text (may be ""); call_began: that token began a grammar-written call."""
         if self.plain:
             return [ContentDelta(text)] if text else []
-        splitter_only = isinstance(self._parser, ReasoningSplitter)
+        splitter_only = self._splitter_only
         if splitter_only and self._parser.passthrough:  # most tokens of a plain chat: no parsing
             return [ContentDelta(text)] if text else []
         out = self._read(self._parser.feed(text)) if text else []

@@ -56,7 +56,9 @@ def postprocess_token(sampled: Sampled, vocab: Vocab, n_ctx_seq: int | None = No
     piece = vocab.token_to_bytes(token)
     text, stopped = seq.stops.feed(seq.utf8.feed(piece))
     think = seq.think
-    if think is not None and think.after(piece.decode("utf-8", "replace"), cut=seq.stream.reasoning_cut):
+    # (most replies never open a block: once decided, no decode per token)
+    if think is not None and not think.done and think.after(piece.decode("utf-8", "replace"),
+                                                            cut=seq.stream.reasoning_cut):
         seq.forced_next = list(think.close_tokens)  # its reasoning is over: the answer comes next
     event = TokenEvent(token, text, sampled.logprobs)
     n = len(seq.generated)

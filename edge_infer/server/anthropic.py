@@ -134,8 +134,7 @@ class AnthropicAPI:
 
         def whole(job: Job) -> Response:
             c = job.choices[0]
-            end = next(ev for ev in reversed(c.events) if isinstance(ev, ReplyEnd))
-            return SafeJSONResponse(message_of(msg_id, model, c.reply, end, job.prompt_tokens()))
+            return SafeJSONResponse(message_of(msg_id, model, c.reply, c.end, job.prompt_tokens()))
 
         return await generate(self.srv, request, lease, ours, stream=lambda job: stream_message(job, msg_id, model),
                               whole=whole)

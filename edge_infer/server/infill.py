@@ -112,9 +112,8 @@ async def infill(srv, request: Request) -> Response:
 
     def whole(job: Job) -> Response:
         c = job.choices[0]
-        end = next(ev for ev in reversed(c.events) if isinstance(ev, ReplyEnd))
         return SafeJSONResponse({"index": 0, "content": c.reply.content or "",
-                                 **final_fields(model, end, job.prompt_tokens())})
+                                 **final_fields(model, c.end, job.prompt_tokens())})
 
     return await generate(srv, request, lease, ours, stream=lambda job: stream_infill(job, model), whole=whole)
 

@@ -136,6 +136,11 @@ class Choice:
     def reply(self) -> Reply:
         return fold(self.events)
 
+    @property
+    def end(self) -> ReplyEnd:
+        """The reply's end (the last of its events, once collected)."""
+        return next(ev for ev in reversed(self.events) if isinstance(ev, ReplyEnd))
+
 
 class Job:
     """plain: replies are text as it comes (no reasoning or tool calls read out of them)."""

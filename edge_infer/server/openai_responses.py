@@ -188,9 +188,8 @@ class ResponsesAPI:
 
         def whole(job: Job) -> Response:
             c = job.choices[0]
-            end = next(ev for ev in reversed(c.events) if isinstance(ev, ReplyEnd))
             ids = {"reasoning": wire.new_id("rs"), "message": wire.new_id("msg")}
-            response = env.object(status_of(end), wire.output_items(c.reply, ids), end)
+            response = env.object(status_of(c.end), wire.output_items(c.reply, ids), c.end)
             keep(response, c.reply)
             return SafeJSONResponse(response)
 

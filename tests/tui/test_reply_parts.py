@@ -154,17 +154,24 @@ class FakeHost:
         return None
 
 
-async def test_the_chat_streams_a_reply_into_its_parts_and_stores_the_raw_text(tmp_path):
+def chat_app(conversations) -> App:
+    """An app holding only the chat pane, on a fake host, saving under `conversations`."""
     from edge_infer.tui.conversations import ConversationStore
+    from edge_infer.tui.widgets.chat import ChatPane
+
+    class ChatApp(App):
+        def compose(self) -> ComposeResult:
+            yield ChatPane(ConversationStore(conversations), FakeHost())
+
+    return ChatApp()
+
+
+async def test_the_chat_streams_a_reply_into_its_parts_and_stores_the_raw_text(tmp_path):
     from edge_infer.tui.widgets.chat import ChatPane
 
     from .conftest import wait_for
 
-    class ChatApp(App):
-        def compose(self) -> ComposeResult:
-            yield ChatPane(ConversationStore(tmp_path / "conversations"), FakeHost())
-
-    app = ChatApp()
+    app = chat_app(tmp_path / "conversations")
     async with app.run_test(size=(100, 40)) as pilot:
         chat = app.query_one(ChatPane)
         chat.add_message(Message("user", "Weather in Paris?"))
@@ -184,7 +191,6 @@ async def test_a_reply_stopped_before_its_first_token_leaves_no_empty_answer(tmp
     import json
 
     from edge_infer.engine import FinishEvent, RequestStats
-    from edge_infer.tui.conversations import ConversationStore
     from edge_infer.tui.widgets.chat import ChatPane
 
     from .conftest import wait_for
@@ -206,17 +212,11 @@ async def test_a_reply_stopped_before_its_first_token_leaves_no_empty_answer(tmp
     class HeldLease(FakeLease):
         engine = HeldEngine()
 
-    store = ConversationStore(tmp_path / "conversations")
-
-    class ChatApp(App):
-        def compose(self) -> ComposeResult:
-            yield ChatPane(store, FakeHost())
-
     def saved_roles() -> list[str]:
         saved = json.loads((tmp_path / "conversations" / f"{chat.current.id}.json").read_text())
         return [m["role"] for m in saved["messages"]]
 
-    app = ChatApp()
+    app = chat_app(tmp_path / "conversations")
     async with app.run_test(size=(100, 40)) as pilot:
         chat = app.query_one(ChatPane)
         chat.add_message(Message("user", "Weather in Paris?"))
@@ -254,7 +254,6 @@ async def test_ctrl_g_ends_the_replys_reasoning(tmp_path):
     import asyncio
 
     from edge_infer.engine import FinishEvent, RequestStats
-    from edge_infer.tui.conversations import ConversationStore
     from edge_infer.tui.widgets.chat import ChatPane
 
     from .conftest import wait_for
@@ -283,11 +282,7 @@ async def test_ctrl_g_ends_the_replys_reasoning(tmp_path):
     class ThinkingLease(FakeLease):
         engine = ThinkingEngine()
 
-    class ChatApp(App):
-        def compose(self) -> ComposeResult:
-            yield ChatPane(ConversationStore(tmp_path / "conversations"), FakeHost())
-
-    app = ChatApp()
+    app = chat_app(tmp_path / "conversations")
     async with app.run_test(size=(100, 40)) as pilot:
         chat = app.query_one(ChatPane)
         chat.add_message(Message("user", "Think hard."))

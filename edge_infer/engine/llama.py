@@ -241,6 +241,10 @@ class LlamaContext:
     def seq_pos_min(self, seq: int) -> int:
         return llama_cpp.llama_memory_seq_pos_min(self.memory, seq)
 
+    def seq_pos_max(self, seq: int) -> int:
+        """The highest position `seq` holds in the KV cache (-1: none)."""
+        return llama_cpp.llama_memory_seq_pos_max(self.memory, seq)
+
     def close(self) -> None:
         if getattr(self, "handle", None):
             if getattr(self, "threadpool", None):

@@ -29,6 +29,41 @@ def test_cancel_frees_slot_for_next_request(make_engine):
     assert snap.slots_busy == 0 and snap.running == 0
 
 
+def test_cancels_mid_step_leave_every_slots_record_equal_to_its_kv_cells(make_engine):
+    """The slots' record of their cached tokens is what prefix reuse trusts: after requests are
+    cancelled at random points (while others step beside them), it must still say exactly which
+    positions llama.cpp's cache holds for each slot."""
+    import random
+    import threading
+
+    engine = make_engine(parallel=3)
+    rng = random.Random(7)
+
+    def run_and_cancel(i: int) -> None:
+        stream = engine.submit(Request(prompt=f"Story {i % 3}: once upon a time", sampling=LONG))
+        stop_after = rng.choice([0, 1, 2, 5, 9])
+        for n, event in enumerate(stream):
+            if n >= stop_after:
+                stream.cancel()
+        assert stream.finished.reason == "cancelled"
+
+    for _ in range(3):
+        threads = [threading.Thread(target=run_and_cancel, args=(i,)) for i in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    assert engine.snapshot().running == 0
+    for slot in engine.scheduler.slots:
+        held = engine.ctx.seq_pos_max(slot.id) + 1
+        assert held == len(slot.cached), (slot.id, held, len(slot.cached))
+        assert not slot.cached or engine.ctx.seq_pos_min(slot.id) == 0
+    # and what they record is reused: a slot's whole history sent again evaluates one token
+    history = max((s.cached for s in engine.scheduler.slots), key=len)
+    again = engine.generate(Request(prompt_tokens=list(history), sampling=SamplingParams(temperature=0, max_tokens=2)))
+    assert again.stats.prompt_eval_tokens == 1
+
+
 def test_cancel_while_queued(make_engine):
     engine = make_engine(parallel=1)
     first = engine.submit(Request(prompt="Tell me a story:", sampling=SamplingParams(temperature=0, max_tokens=30)))

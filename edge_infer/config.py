@@ -41,8 +41,11 @@ class EngineSettings:
     # "256MiB", "1GiB", "8192cells"; a bare number is MiB. "" = the memory plan's default
     # (plan/kv_pool.py). Sequences take cells as they grow; the scheduler admits and preempts.
     kv_budget: str = ""
-    # RAM cache of KV states of conversations that lost their slot (0 = off).
-    prompt_cache_mib: int = 128
+    # RAM cache of KV states of conversations that lost their slot (0 = off, -1 = a share of
+    # the RAM free at load: plan/cache_sizes.py).
+    prompt_cache_mib: int = -1
+    # The disk tier under it: "2GiB", "0" = off, "" = a few GiB, at most a tenth of the free disk.
+    disk_cache: str = ""
     # N-gram speculation (prompt lookup): up to this many drafted tokens verified per step
     # for each request that does not choose itself (0 = off). Output is unchanged either way.
     draft_max: int = 0

@@ -21,6 +21,14 @@ def data_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
 
+def kv_cache_dir() -> Path:
+    """Saved KV states (the prompt cache's disk tier): a cache, safe to delete."""
+    override = os.environ.get("EDGE_INFER_KV_CACHE")
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)) / "kv"
+
+
 def models_dir() -> Path:
     """Installed models live here, one folder per model, with a manifest."""
     override = os.environ.get("EDGE_INFER_MODELS")

@@ -4,6 +4,8 @@ user's real store, provisioned once), and small synthetic GGUF files and wheels.
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -11,6 +13,15 @@ import numpy as np
 import pytest
 
 from edge_infer import paths
+from edge_infer.plan import cache_sizes
+
+# The prompt cache's disk tier would let one test's saved conversations make another test's
+# prompts cheaper (the same model, the same prompts): off unless a test turns it on, and never
+# in the user's own cache folder. Servers started as processes inherit both; engines made here
+# from EngineSettings(...) get the default size, 0 (a test that wants the tier gives a size).
+os.environ.setdefault("EDGE_INFER_DISK_CACHE", "0")
+cache_sizes.DISK_DEFAULT = 0
+os.environ.setdefault("EDGE_INFER_KV_CACHE", str(Path(tempfile.gettempdir()) / f"edge-infer-test-kv-{os.getpid()}"))
 
 # Resolved at import, before any test redirects EDGE_INFER_HOME: the real models
 # are shared by every test session (and by `make test` after `provision --all`).

@@ -40,7 +40,12 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
                    help="KV pool shared by all slots: 256MiB, 1GiB or 8192cells (a bare number is MiB; "
                         "default: the memory plan's)")
     g.add_argument("--prompt-cache-mib", type=int, metavar="MIB",
-                   help="RAM kept for KV states of conversations that lost their slot (default 128; 0 = off)")
+                   help="RAM kept for KV states of conversations that lost their slot (default -1 = auto: "
+                        "a tenth of the RAM free at load, 256 MiB to 8 GiB; 0 = off)")
+    g.add_argument("--disk-cache", metavar="SIZE",
+                   help="disk kept for KV states of conversations (evicted from RAM, or left when a model "
+                        "unloads or the process stops), restored on their next turn: 2GiB; 0 = off "
+                        "(default: 4 GiB, at most a tenth of the free disk; in ~/.cache/edge-infer/kv)")
     g.add_argument("--draft-max", type=int, metavar="N",
                    help="n-gram speculation: draft up to N tokens per step from the prompt and the text "
                         "so far, verified in the same batch; same output, faster on repetitive text "
@@ -70,6 +75,14 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
 
 
+def check_cache_sizes(settings: EngineSettings) -> None:
+    from edge_infer.paths import kv_cache_dir
+    from edge_infer.plan.cache_sizes import disk_cache_bytes, prompt_cache_bytes
+
+    prompt_cache_bytes(settings.prompt_cache_mib, ram_available=0)
+    disk_cache_bytes(settings.disk_cache, kv_cache_dir(), disk_free=0)
+
+
 def engine_settings(args, **overrides) -> EngineSettings:
     values = dict(ctx=args.ctx, parallel=args.parallel, n_threads=args.threads,
                   n_gpu_layers=args.n_gpu_layers, gpu_memory=getattr(args, "gpu_memory", None),
@@ -78,12 +91,15 @@ def engine_settings(args, **overrides) -> EngineSettings:
                   flash_attn=args.flash_attn, cache_type_k=getattr(args, "cache_type_k", None),
                   cache_type_v=getattr(args, "cache_type_v", None), kv_budget=getattr(args, "kv_budget", None),
                   prompt_cache_mib=getattr(args, "prompt_cache_mib", None),
+                  disk_cache=getattr(args, "disk_cache", None),
                   draft_max=getattr(args, "draft_max", None), request_timeout=getattr(args, "request_timeout", None),
                   stall_timeout=getattr(args, "stall_timeout", None),
                   reasoning_budget=getattr(args, "reasoning_budget", None),
                   chat_template=getattr(args, "chat_template_file", None))
     values.update(overrides)
-    return EngineSettings.from_env(**values)
+    settings = EngineSettings.from_env(**values)
+    check_cache_sizes(settings)  # before a model loads for seconds, only to fail on a flag
+    return settings
 
 
 def sampling_params(args) -> SamplingParams:

@@ -84,7 +84,7 @@ def main(args) -> int:
                 f"{host.budget}" if host.on_demand and others > 0 else "")
         print(f"edge-infer: serving {engine.name} at {where}\n  {s.parallel} slots x {engine.n_ctx_seq} "
               f"tokens, {s.n_threads} threads, {where_layers(engine)}, API key {'required' if key else 'off'}"
-              f"{more}; Ctrl-C stops", file=sys.stderr, flush=True)
+              f"{more}\n  {cache_line(engine)}; Ctrl-C stops", file=sys.stderr, flush=True)
         uvicorn_server(app, args.log_level).run(sockets=[sock])
     finally:
         sock.close()
@@ -93,6 +93,16 @@ def main(args) -> int:
         if host is not None:
             host.close()
     return 0
+
+
+def cache_line(engine) -> str:
+    """'prompt cache 2.0 GiB RAM + 4.0 GiB disk (/home/u/.cache/edge-infer/kv)'."""
+    from edge_infer.units import human_bytes
+
+    snap = engine.snapshot()
+    on_disk = (f"no disk tier: {snap.disk_cache_off_reason}" if snap.disk_cache_off_reason
+               else f"{human_bytes(snap.disk_cache_cap_bytes)} disk ({snap.disk_cache_folder})")
+    return f"prompt cache {human_bytes(snap.prompt_cache_cap_bytes)} RAM + {on_disk}"
 
 
 def where_layers(engine) -> str:

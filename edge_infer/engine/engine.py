@@ -23,7 +23,7 @@ from edge_infer.engine.placement import load_model, place
 from edge_infer.engine.load_report import device_buffers, kv_bytes_reported
 from edge_infer.engine.postprocess import Outcome
 from edge_infer.engine.prompt import BadRequestError, Prompter, read_template_file
-from edge_infer.engine.prompt_cache import PromptCache
+from edge_infer.engine.cache_tiers import build_tiers
 from edge_infer.engine.runner import KV_FULL, ModelRunner
 from edge_infer.engine.sampling import build_sampler, constrain_to_call
 from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler
@@ -42,7 +42,7 @@ log = logging.getLogger("edge_infer.engine")
 
 class Engine:
     def __init__(self, model_path: str | Path, settings: EngineSettings | None = None,
-                 name: str | None = None):
+                 name: str | None = None, identity: str | None = None):  # identity: the file's sha256
         self.settings = s = settings or EngineSettings.from_env()
         check_kv_types(s.cache_type_k, s.cache_type_v, s.flash_attn)  # before llama.cpp sees them
         check_draft_max(s.draft_max)
@@ -82,12 +82,12 @@ class Engine:
         # Sharing cells between sequences needs one unified buffer; with sliding-window
         # layers a shared cell could not be recycled by the window, so those models keep
         # to per-slot reuse.
-        self.prompt_cache = PromptCache(s.prompt_cache_mib * 1024 * 1024)
+        self.prompt_cache, self.disk_cache = build_tiers(Path(model_path), s, identity)
         self.scheduler = Scheduler(s.parallel, s.n_batch, n_ctx_seq=self.n_ctx_seq,
-                                   share_prefixes=s.kv_unified and self.model.n_swa == 0,
-                                   pool_cells=self.pool_cells, cached_prefix=self.prompt_cache.peek)
-        self.memory = SlotMemory(self.ctx, self.scheduler, self.prompt_cache, self.model.n_swa)
-        self.scheduler.evict, self.scheduler.forget = self.memory.evict, self.memory.forget
+                                   share_prefixes=s.kv_unified and self.model.n_swa == 0, pool_cells=self.pool_cells)
+        self.memory = SlotMemory(self.ctx, self.scheduler, self.prompt_cache, self.model.n_swa, self.disk_cache)
+        sched = self.scheduler
+        sched.evict, sched.forget, sched.cached_prefix = self.memory.evict, self.memory.forget, self.memory.cached_prefix
         self.stats = EngineStats()  # written by the engine thread only
         self.speculation = Speculation(self.model, s, self.runner, self.memory, self.scheduler, self.stats)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -181,6 +181,7 @@ class Engine:
         self.watchdog.stop()
         self._inbox.put(None)
         self._thread.join(timeout=30)
+        self.memory.close(persist=not self._thread.is_alive())  # conversations go to disk
         self.runner.close()
         self.embedder.close()
         self.ctx.close()

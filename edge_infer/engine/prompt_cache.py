@@ -9,6 +9,7 @@ Not thread-safe: the engine thread alone uses it.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -34,10 +35,11 @@ class CacheCounters:
 class PromptCache:
     """Entries of (tokens, data) up to cap_bytes of data in all, least recently used out."""
 
-    def __init__(self, cap_bytes: int):
+    def __init__(self, cap_bytes: int, on_evict: Callable[[CacheEntry], None] | None = None):
         if cap_bytes < 0:
             raise ValueError("cap_bytes must be >= 0")
         self.cap_bytes = cap_bytes
+        self.on_evict = on_evict  # where evicted entries go (the disk tier)
         # Oldest first; keyed by tokens, so a conversation saved twice keeps only the newer.
         self._entries: OrderedDict[tuple[int, ...], CacheEntry] = OrderedDict()
         self._bytes = 0
@@ -68,6 +70,8 @@ class PromptCache:
             _, evicted = self._entries.popitem(last=False)
             self._bytes -= evicted.nbytes
             self.evictions += 1
+            if self.on_evict is not None:
+                self.on_evict(evicted)
         entry = CacheEntry(tokens, data)  # kept as given: a state can be tens of MB, no copy
         self._entries[tokens] = entry
         self._bytes += entry.nbytes
@@ -97,6 +101,9 @@ class PromptCache:
         return max((len(e.tokens) for e in self._entries.values()
                     if len(e.tokens) <= len(prompt) and prompt[:len(e.tokens)] == e.tokens),
                    default=0)
+
+    def entries(self) -> list[CacheEntry]:
+        return list(self._entries.values())
 
     def clear(self) -> None:
         """Drop every entry (the model or context changed: the bytes are invalid)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from edge_infer.engine.disk_cache import DiskCache
 from edge_infer.engine.kv_state import restore_sequence, save_sequence
 from edge_infer.engine.llama import LlamaContext
 from edge_infer.engine.prompt_cache import PromptCache
@@ -24,13 +25,21 @@ MIN_SAVED_TOKENS = 64
 class MemoryCounters:
     evictions: int = 0         # idle slots' leftovers dropped from the pool for room
     restored_tokens: int = 0   # tokens put back from the prompt cache instead of evaluated
+    restored_from_disk: int = 0  # of those, tokens read from the disk tier
     restore_failures: int = 0  # restores llama.cpp refused (evaluated instead)
 
 
 class SlotMemory:
-    def __init__(self, ctx: LlamaContext, scheduler: Scheduler, cache: PromptCache, n_swa: int = 0):
-        self.ctx, self.scheduler, self.cache, self.n_swa = ctx, scheduler, cache, n_swa
+    def __init__(self, ctx: LlamaContext, scheduler: Scheduler, cache: PromptCache, n_swa: int = 0,
+                 disk: DiskCache | None = None):
+        self.ctx, self.scheduler, self.cache, self.n_swa, self.disk = ctx, scheduler, cache, n_swa, disk
         self.counters = MemoryCounters()
+        if disk is not None:  # what the RAM tier lets go goes to disk
+            cache.on_evict = lambda entry: disk.put(entry.tokens, entry.data)
+
+    def cached_prefix(self, tokens) -> int:
+        """The longest saved prefix of `tokens`, in RAM or on disk (the scheduler's question)."""
+        return max(self.cache.peek(tokens), self.disk.peek(tokens) if self.disk else 0)
 
     def start(self, admission: Admission) -> int:
         """Put the admitted sequence's reusable prefix in its slot; returns the tokens kept."""
@@ -56,18 +65,25 @@ class SlotMemory:
     def _restore(self, slot: Slot, tokens: list[int], keep: int) -> int:
         self.save(slot, keep=0)
         self.forget(slot)
-        entry = self.cache.take(tokens)
-        if entry is None:
+        from_disk = self.disk is not None and self.disk.peek(tokens) > self.cache.peek(tokens)
+        if from_disk:
+            found = self.disk.load(tokens)
+        else:
+            entry = self.cache.take(tokens)
+            found = (entry.tokens, entry.data) if entry else None
+        if found is None:
             return 0
-        self._free_cells(len(entry.tokens), but=slot)
-        if not restore_sequence(self.ctx, slot.id, entry.data):
+        saved, data = found
+        self._free_cells(len(saved), but=slot)
+        if not restore_sequence(self.ctx, slot.id, data):
             self.counters.restore_failures += 1
-            log.warning("could not restore %d cached tokens into slot %d; evaluating them",
-                        len(entry.tokens), slot.id)
+            log.warning("could not restore %d cached tokens into slot %d; evaluating them", len(saved), slot.id)
             return 0
-        slot.restored(entry.tokens)
-        self.counters.restored_tokens += min(keep, len(entry.tokens))
-        return min(keep, len(entry.tokens))
+        slot.restored(saved)
+        self.counters.restored_tokens += min(keep, len(saved))
+        if from_disk:
+            self.counters.restored_from_disk += min(keep, len(saved))
+        return min(keep, len(saved))
 
     def _free_cells(self, n: int, but: Slot) -> None:
         """Evict idle leftovers (not `but`'s) until n cells are free; admission counted them free."""
@@ -85,11 +101,32 @@ class SlotMemory:
     def save(self, slot: Slot, keep: int) -> None:
         """Before a slot loses its cells past `keep`: keep the whole history in the prompt cache
         when that loses enough to matter and the cache has room for it."""
-        if self.cache.cap_bytes <= 0 or len(slot.cached) - keep < MIN_SAVED_TOKENS:
+        disk_cap = self.disk.counters.cap_bytes if self.disk and self.disk.enabled else 0
+        if max(self.cache.cap_bytes, disk_cap) <= 0 or len(slot.cached) - keep < MIN_SAVED_TOKENS:
             return
-        data = save_sequence(self.ctx, slot.id, max_bytes=self.cache.cap_bytes)
-        if data is not None:
-            self.cache.put(slot.cached, data)
+        data = save_sequence(self.ctx, slot.id, max_bytes=max(self.cache.cap_bytes, disk_cap))
+        if data is not None and not self.cache.put(slot.cached, data) and disk_cap:
+            self.disk.put(slot.cached, data)  # too large for the RAM tier alone
+
+    def close(self, persist: bool) -> None:
+        """The engine is closing (unload, eviction, shutdown): write every conversation the
+        slots and the RAM tier hold to the disk tier (unless the engine thread still holds the
+        context), so its next turn restores it."""
+        if self.disk is None:
+            return
+        if persist and self.disk.enabled:
+            self._persist()
+        self.disk.close()
+
+    def _persist(self) -> None:
+        for slot in self.scheduler.slots:
+            if len(slot.cached) >= MIN_SAVED_TOKENS and not self.disk.holds(slot.cached):
+                data = save_sequence(self.ctx, slot.id, max_bytes=self.disk.counters.cap_bytes)
+                if data is not None:
+                    self.disk.put(slot.cached, data, wait=True)
+        for entry in self.cache.entries():
+            if not self.disk.holds(entry.tokens):
+                self.disk.put(entry.tokens, entry.data, wait=True)
 
     def drop_rejected(self, slot: Slot, n_rejected: int) -> bool:
         """Remove the cells of draft tokens the model did not confirm (the newest ones)."""

@@ -20,7 +20,7 @@ from edge_infer.engine.stats import EngineSnapshot, RequestSnapshot, decode_rate
 def build_snapshot(engine) -> EngineSnapshot:
     """`engine`: an Engine (not imported here: it imports this module)."""
     sched, stats = engine.scheduler, engine.stats
-    mem, cache = engine.memory.counters, engine.prompt_cache.counters()
+    mem, cache, disk = engine.memory.counters, engine.prompt_cache.counters(), engine.disk_cache.counters
     running, waiting = list(sched.running), list(sched.waiting)
     # Submitted, not yet taken from the inbox by the engine thread.
     inbox_only = [s for s in engine.live_sequences() if s.status is Status.WAITING and s not in waiting]
@@ -45,6 +45,11 @@ def build_snapshot(engine) -> EngineSnapshot:
         prompt_cache_cap_bytes=engine.prompt_cache.cap_bytes, prompt_cache_hits_total=cache.hits,
         prompt_cache_misses_total=cache.misses, prompt_cache_evictions_total=cache.evictions,
         prompt_cache_restored_tokens_total=mem.restored_tokens,
+        disk_cache_entries=disk.entries, disk_cache_bytes=disk.bytes,
+        disk_cache_cap_bytes=disk.cap_bytes if not disk.off_reason else 0, disk_cache_hits_total=disk.hits,
+        disk_cache_writes_total=disk.writes, disk_cache_evictions_total=disk.evictions,
+        disk_cache_rejected_total=disk.rejected, disk_cache_restored_tokens_total=mem.restored_from_disk,
+        disk_cache_off_reason=disk.off_reason, disk_cache_folder=str(engine.disk_cache.folder),
         draft_max=engine.speculation.default_max if engine.speculation.supported else 0,
         draft_tokens_total=stats.draft_tokens, draft_accepted_total=stats.draft_accepted,
         devices=device_memory(engine.placement, engine.buffers))

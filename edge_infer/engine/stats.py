@@ -105,6 +105,17 @@ class EngineSnapshot:
     prompt_cache_misses_total: int = 0
     prompt_cache_evictions_total: int = 0
     prompt_cache_restored_tokens_total: int = 0  # tokens restored instead of evaluated
+    # Its disk tier (engine/disk_cache.py): the folder's bytes (every model's) and this model's files
+    disk_cache_entries: int = 0
+    disk_cache_bytes: int = 0
+    disk_cache_cap_bytes: int = 0       # 0: off
+    disk_cache_hits_total: int = 0
+    disk_cache_writes_total: int = 0
+    disk_cache_evictions_total: int = 0
+    disk_cache_rejected_total: int = 0  # corrupt, truncated or stale files deleted unread
+    disk_cache_restored_tokens_total: int = 0
+    disk_cache_off_reason: str = ""     # why the tier is off ("" while it works)
+    disk_cache_folder: str = ""
     # n-gram speculation (engine/speculation.py)
     draft_max: int = 0                  # the server's default drafted tokens per step (0 = off)
     draft_tokens_total: int = 0

@@ -56,7 +56,8 @@ class ModelEntry(BaseModel):
     cache_type_k: str | None = None
     cache_type_v: str | None = None
     kv_budget: str | None = None
-    prompt_cache_mib: int | None = Field(None, ge=0)
+    prompt_cache_mib: int | None = Field(None, ge=-1)  # -1: auto
+    disk_cache: str | None = None  # "2GiB", "0" = off
     draft_max: int | None = Field(None, ge=0)
     chat_template: str | None = None  # a Jinja chat template file instead of the model's own
     keep_alive: float | None = None  # seconds (FOREVER = until memory is needed)
@@ -73,6 +74,19 @@ class ModelEntry(BaseModel):
     @classmethod
     def _keep_alive(cls, v):
         return _seconds(v)
+
+    @field_validator("disk_cache")
+    @classmethod
+    def _disk_cache(cls, v):
+        from edge_infer.errors import EdgeInferError
+        from edge_infer.plan.cache_sizes import disk_cache_bytes
+
+        try:
+            if v is not None:
+                disk_cache_bytes(v, Path("."), disk_free=0)
+        except EdgeInferError as exc:
+            raise ValueError(str(exc)) from None
+        return v
 
     def apply(self, settings):
         """EngineSettings with this entry's load-time keys over `settings`."""

@@ -12,7 +12,20 @@ from edge_infer.host.residency import Budget
 def open_engine(path: Path, settings: EngineSettings, name: str):
     from edge_infer.engine import Engine  # loads llama.cpp: only when a model is loaded
 
-    return Engine(path, settings, name=name)
+    return Engine(path, settings, name=name, identity=model_identity(path))
+
+
+def model_identity(path: Path) -> str | None:
+    """The sha256 the store's manifest records for this file (None outside the store): the
+    disk tier keys saved conversations by it, so a replaced model never restores old ones."""
+    from edge_infer.store.store import MANIFEST, ModelStore
+
+    if not (path.parent / MANIFEST).is_file():
+        return None
+    model = ModelStore(path.parent.parent).read_manifest(path.parent)
+    if model is None or model.path.resolve() != Path(path).resolve():
+        return None
+    return model.sha256 or None
 
 
 def locate_model(spec: str | None) -> tuple[Path, str]:

@@ -24,13 +24,14 @@ def engine_estimate_kwargs(settings=None) -> dict:
     """estimate_memory() options matching how the engine creates its context
     (EngineSettings: one unified KV buffer, flash attention auto = on for CPU)."""
     from edge_infer.config import EngineSettings
+    from edge_infer.plan.cache_sizes import prompt_cache_bytes
     from edge_infer.plan.kv_types import type_bytes
 
     s = settings or EngineSettings()
     return dict(kv_unified=s.kv_unified, flash_attn=s.flash_attn != "off", swa_full=s.swa_full,
                 n_batch=s.n_batch, k_type_bytes=type_bytes(s.cache_type_k),
                 v_type_bytes=type_bytes(s.cache_type_v), kv_budget=s.kv_budget,
-                prompt_cache_bytes=s.prompt_cache_mib * MiB)
+                prompt_cache_bytes=prompt_cache_bytes(s.prompt_cache_mib))
 
 
 def verdict(need: int, available: int) -> str:

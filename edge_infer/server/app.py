@@ -170,10 +170,16 @@ class Server:
         where the model's layers and bytes are (per device, llama.cpp's buffers and the plan)."""
         self.check_key(request)
         engine = self.engine_for(request.query_params.get("model"))
+        snap = engine.snapshot()
         return SafeJSONResponse({"model": engine.name, "settings": engine.settings.__dict__,
                                  "backend": engine.backend.as_dict() if engine.backend is not None else None,
                                  "n_gpu_layers": engine.placement.n_gpu_layers,
-                                 "devices": [asdict(d) for d in engine.snapshot().devices]})
+                                 "prompt_cache": {  # the caps in use (the settings may say auto)
+                                     "ram_cap_bytes": snap.prompt_cache_cap_bytes,
+                                     "disk_cap_bytes": snap.disk_cache_cap_bytes,
+                                     "disk_folder": snap.disk_cache_folder,
+                                     "disk_off_reason": snap.disk_cache_off_reason},
+                                 "devices": [asdict(d) for d in snap.devices]})
 
     async def prometheus(self, request: Request) -> Response:
         self.check_key(request)

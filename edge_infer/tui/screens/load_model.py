@@ -53,7 +53,7 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
                 yield Label("KV pool budget")
                 yield Input(s.kv_budget, id="l-kv_budget", compact=True,
                             placeholder="default (2 contexts); 256MiB, 1GiB, 8192cells")
-                yield Label("prompt cache MiB")
+                yield Label("prompt cache MiB (-1 auto)")
                 yield Input(str(s.prompt_cache_mib), id="l-prompt_cache_mib", type="integer", compact=True)
             yield Static(id="plan")
             with Horizontal(classes="buttons"):
@@ -87,7 +87,7 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
                 self.problem = NUMBERS
                 return None
         if values["ctx"] < 16 or values["parallel"] < 1 or values["n_threads"] < 1 \
-                or values["prompt_cache_mib"] < 0:
+                or values["prompt_cache_mib"] < -1:
             self.problem = NUMBERS
             return None
         for name, _ in TYPES:

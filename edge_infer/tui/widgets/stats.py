@@ -42,6 +42,9 @@ class StatsPane(Widget):
             yield Label("prompt cache", classes="bar-label")
             yield ProgressBar(id="cache-bar", show_eta=False, show_percentage=False)
             yield Label(id="cache-text")
+            yield Label("disk cache", classes="bar-label")
+            yield ProgressBar(id="disk-bar", show_eta=False, show_percentage=False)
+            yield Label(id="disk-text")
         with Vertical(classes="spark-box"):
             yield Label(id="decode-label")
             yield Sparkline(list(self.decode_history), id="decode-spark")
@@ -78,6 +81,7 @@ class StatsPane(Widget):
                   f"{snap.prompt_cache_bytes / MiB:.0f} / {snap.prompt_cache_cap_bytes / MiB:.0f} MiB · "
                   f"{snap.prompt_cache_entries} saved · {snap.prompt_cache_hits_total} hits, "
                   f"{snap.prompt_cache_misses_total} misses")
+        self._bar("disk", snap.disk_cache_bytes, snap.disk_cache_cap_bytes, _disk_text(snap))
         self.query_one("#decode-spark", Sparkline).data = list(self.decode_history)
         self.query_one("#prefill-spark", Sparkline).data = list(self.prefill_history)
         self.query_one("#decode-label", Label).update(
@@ -121,3 +125,11 @@ def _devices_text(snap) -> str:
     if cpu is not None:
         parts.insert(0, f"CPU: {cpu.layers} layers")
     return "\n" + " · ".join(parts)
+
+
+def _disk_text(snap) -> str:
+    if snap.disk_cache_off_reason:
+        return snap.disk_cache_off_reason
+    return (f"{snap.disk_cache_bytes / MiB:.0f} / {snap.disk_cache_cap_bytes / MiB:.0f} MiB · "
+            f"{snap.disk_cache_entries} saved · {snap.disk_cache_hits_total} restored · "
+            f"{snap.disk_cache_restored_tokens_total} tokens not evaluated")

@@ -110,6 +110,18 @@ def edge_infer(model_path, threads: int, ctx: int, parallel: int, *flags: str) -
     return ServerProcess("edge-infer " + " ".join([f"--parallel {parallel}", *flags]), argv, port)
 
 
+def edge_infer_defaults(model_path, *flags: str) -> ServerProcess:
+    """`serve MODEL` as a user starts it: only the port given (and `flags`), in its own
+    disk-cache folder so runs do not help each other."""
+    import os
+    import tempfile
+
+    port = free_port()
+    argv = [sys.executable, "-m", "edge_infer", "serve", str(model_path), "--port", str(port), "--only", *flags]
+    env = {**os.environ, "EDGE_INFER_KV_CACHE": tempfile.mkdtemp(prefix="ei-kv-")}
+    return ServerProcess("edge-infer " + (" ".join(flags) or "(defaults)"), argv, port, env=env)
+
+
 def build_llama_server() -> str:
     return llama_server_bench.build()
 

@@ -1,8 +1,11 @@
 """`edge-infer bench-memory MODEL`: conversations kept at one KV budget and follow-up TTFT,
-edge-infer vs llama.cpp's llama-server (built once by packaging/llama_server.py), and serve's
-defaults vs the memory layout of before the shared pool, one run."""
+edge-infer vs llama.cpp's llama-server (built once by packaging/llama_server.py), serve's
+defaults vs the memory layout of before the shared pool, and the first turn after a restart
+with and without the disk tier, one run."""
 
 from __future__ import annotations
+
+import statistics
 
 from edge_infer.commands.common import add_model_arg, resolve_model
 
@@ -13,8 +16,9 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--conversations", default="4,5,8,9",
                    help="conversation counts for the 'kept' table (default 4,5,8,9)")
-    p.add_argument("--tables", default="kept,ttft,serve",
-                   help="which tables, comma-separated: kept, ttft, serve (default all three)")
+    p.add_argument("--tables", default="kept,ttft,serve,restart",
+                   help="which tables, comma-separated: kept, ttft, serve, restart (default all four)")
+    p.add_argument("--repeats", type=int, default=3, help="alternating runs per system (ttft, restart; default 3)")
     p.set_defaults(func=main)
 
 
@@ -27,18 +31,21 @@ def main(args) -> int:
     from edge_infer.bench import memory as m
 
     tables = {t.strip() for t in args.tables.split(",") if t.strip()}
-    unknown = tables - {"kept", "ttft", "serve"}
+    unknown = tables - {"kept", "ttft", "serve", "restart"}
     if unknown:
-        raise SystemExit(f"--tables: unknown table(s) {', '.join(sorted(unknown))}; choose from kept, ttft, serve")
+        raise SystemExit(f"--tables: unknown table(s) {', '.join(sorted(unknown))}; "
+                         "choose from kept, ttft, serve, restart")
     path, _ = resolve_model(args.model)
     if "kept" in tables or "ttft" in tables:
         binary = m.build_llama_server()
     if "kept" in tables:
         _kept_table(m, binary, path, args)
     if "ttft" in tables:
-        _ttft_table(m, binary, path, args.threads)
+        _ttft_table(m, binary, path, args.threads, args.repeats)
     if "serve" in tables:
         _serve_table(m, path, args.threads)
+    if "restart" in tables:
+        _restart_table(path, args.repeats)
     return 0
 
 
@@ -64,19 +71,49 @@ def _kept_table(m, binary, path, args) -> None:
     print(text_table(rows))
 
 
-def _ttft_table(m, binary, path, t: int) -> None:
-    ttft = [m.llama_server(binary, path, t, 8192, 4, 8192),
-            m.edge_infer(path, t, 4096, 4, "--prompt-cache-mib", "512")]
+def _ttft_table(m, binary, path, t: int, repeats: int) -> None:
+    """llama-server's defaults (its 8 GiB --cache-ram) vs edge-infer's defaults (no flags but
+    the port) vs edge-infer with the old fixed 128 MiB RAM tier; runs alternate."""
+    systems = [lambda: m.llama_server(binary, path, t, 8192, 4, 8192),
+               lambda: m.edge_infer_defaults(path),
+               lambda: m.edge_infer_defaults(path, "--prompt-cache-mib", "128")]
+    results: dict[str, list[dict]] = {}
+    for _ in range(repeats):
+        for make in systems:
+            with make() as srv:
+                results.setdefault(srv.label, []).append(m.follow_up_ttft(m.Chat(srv.target.base_url)))
+                print(f"done: {srv.label}", flush=True)
     rows = [["server (16 conversations, 4 slots)", "follow-up p50 ms", "fresh ~50-token p50 ms",
-             "follow/fresh", "follow-ups reused"]]
-    for srv in ttft:
-        with srv:
-            r = m.follow_up_ttft(m.Chat(srv.target.base_url))
-            rows.append([srv.label, f"{r['follow_p50'] * 1000:.0f}", f"{r['fresh_p50'] * 1000:.0f}",
-                         f"{r['follow_p50'] / r['fresh_p50']:.2f}", f"{r['reused']}/16"])
-            print(f"done: {srv.label}", flush=True)
-    print("\nFollow-up turns in random order (one-token replies: latency = TTFT)")
+             "follow/fresh", "follow-ups reused", "follow/fresh, every run"]]
+    for label, runs in results.items():
+        ratios = [r["follow_p50"] / r["fresh_p50"] for r in runs]
+        med = lambda key: statistics.median(r[key] for r in runs)  # noqa: E731
+        rows.append([label, f"{med('follow_p50') * 1000:.0f}", f"{med('fresh_p50') * 1000:.0f}",
+                     f"{statistics.median(ratios):.2f}", f"{min(r['reused'] for r in runs)}/16",
+                     " / ".join(f"{x:.2f}" for x in ratios)])
+    print(f"\nFollow-up turns in random order (one-token replies: latency = TTFT), medians of {repeats} runs")
     print(text_table(rows))
+
+
+def _restart_table(path, repeats: int) -> None:
+    from edge_infer.bench import restart
+
+    runs = restart.run(path, repeats)
+    rows = [["serve (restarted between turns)", "history tokens", "follow-up TTFT ms", "reused",
+             "fresh ~50-token TTFT ms", "follow/fresh", "restore MB/s", "follow-up ms, every run"]]
+    for label, rs in runs.items():
+        follow = statistics.median(r.follow_s for r in rs)
+        fresh = statistics.median(r.fresh_s for r in rs)
+        mb_s = statistics.median(r.restore_mb_s for r in rs)
+        rows.append([label, str(rs[0].history_tokens), f"{follow * 1000:.0f}",
+                     f"{statistics.median(r.follow_cached for r in rs):.0f}", f"{fresh * 1000:.0f}",
+                     f"{follow / fresh:.2f}", f"{mb_s:.0f}" if mb_s else "-",
+                     " / ".join(f"{r.follow_s * 1000:.0f}" for r in rs)])
+    print(f"\nThe first turn after a restart, medians of {repeats} alternating runs")
+    print(text_table(rows))
+    per_token = restart.bytes_per_token(path)
+    print("\nBytes on disk per token of a saved conversation: "
+          + ", ".join(f"{kv} KV {b / 1024:.1f} KiB" for kv, b in per_token.items()))
 
 
 def _runs(values: list[float]) -> str:

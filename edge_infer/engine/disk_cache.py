@@ -44,7 +44,7 @@ class DiskCounters:
     rejected: int = 0         # files found corrupt, stale or foreign and deleted
     dropped: int = 0          # states not written: the writer was behind, or the tier is off
     restored_bytes: int = 0
-    restore_seconds: float = 0.0
+    restore_seconds: float = 0.0  # reading, checking and restoring them (engine/slot_memory.py)
     off_reason: str = ""      # why the tier is off ("" while it works)
 
 
@@ -93,13 +93,10 @@ class DiskCache:
     def load(self, tokens) -> tuple[tuple[int, ...], bytes] | None:
         """(saved tokens, state bytes) of the longest saved prefix, checked in full; None
         (a miss) when there is none or its file is bad (then it is deleted)."""
-        import time
-
         found = self._longest(tuple(tokens)) if self.enabled else None
         if found is None:
             self.counters.misses += 1
             return None
-        started = time.perf_counter()
         try:
             saved_tokens, data = read_state(found.path, self.key)
             if saved_tokens != found.tokens:
@@ -118,7 +115,6 @@ class DiskCache:
             pass
         self.counters.hits += 1
         self.counters.restored_bytes += len(data)
-        self.counters.restore_seconds += time.perf_counter() - started
         return saved_tokens, data
 
     def holds(self, tokens) -> bool:

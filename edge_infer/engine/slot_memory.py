@@ -8,6 +8,7 @@ cache, save what a slot is about to lose, evict idle leftovers. Engine thread on
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from edge_infer.engine.disk_cache import DiskCache
@@ -66,6 +67,7 @@ class SlotMemory:
         self.save(slot, keep=0)
         self.forget(slot)
         from_disk = self.disk is not None and self.disk.peek(tokens) > self.cache.peek(tokens)
+        started = time.perf_counter()
         if from_disk:
             found = self.disk.load(tokens)
         else:
@@ -83,6 +85,7 @@ class SlotMemory:
         self.counters.restored_tokens += min(keep, len(saved))
         if from_disk:
             self.counters.restored_from_disk += min(keep, len(saved))
+            self.disk.counters.restore_seconds += time.perf_counter() - started
         return min(keep, len(saved))
 
     def _free_cells(self, n: int, but: Slot) -> None:

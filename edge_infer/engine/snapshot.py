@@ -49,6 +49,7 @@ def build_snapshot(engine) -> EngineSnapshot:
         disk_cache_cap_bytes=disk.cap_bytes if not disk.off_reason else 0, disk_cache_hits_total=disk.hits,
         disk_cache_writes_total=disk.writes, disk_cache_evictions_total=disk.evictions,
         disk_cache_rejected_total=disk.rejected, disk_cache_restored_tokens_total=mem.restored_from_disk,
+        disk_cache_restored_bytes_total=disk.restored_bytes, disk_cache_restore_seconds_total=disk.restore_seconds,
         disk_cache_off_reason=disk.off_reason, disk_cache_folder=str(engine.disk_cache.folder),
         draft_max=engine.speculation.default_max if engine.speculation.supported else 0,
         draft_tokens_total=stats.draft_tokens, draft_accepted_total=stats.draft_accepted,

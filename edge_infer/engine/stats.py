@@ -114,6 +114,8 @@ class EngineSnapshot:
     disk_cache_evictions_total: int = 0
     disk_cache_rejected_total: int = 0  # corrupt, truncated or stale files deleted unread
     disk_cache_restored_tokens_total: int = 0
+    disk_cache_restored_bytes_total: int = 0
+    disk_cache_restore_seconds_total: float = 0.0  # reading, checking and restoring them
     disk_cache_off_reason: str = ""     # why the tier is off ("" while it works)
     disk_cache_folder: str = ""
     # n-gram speculation (engine/speculation.py)

@@ -9,8 +9,8 @@ def make_app(smollm2_path, edge_home, tmp_path):
     from edge_infer.tui.app import EdgeInferApp
     from edge_infer.tui.conversations import ConversationStore
 
-    def make(load=True, store=None):
-        return EdgeInferApp(str(smollm2_path), EngineSettings(ctx=1024, parallel=4, n_threads=2),
+    def make(load=True, store=None, settings=None):
+        return EdgeInferApp(str(smollm2_path), settings or EngineSettings(ctx=1024, parallel=4, n_threads=2),
                             conversations=store or ConversationStore(tmp_path / "conversations"),
                             load_model=load)
     return make

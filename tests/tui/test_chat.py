@@ -113,6 +113,38 @@ async def test_follow_up_reuses_the_conversation_prefix(make_app):
         assert "reused" in str(app.query(MessageView).last().query_one(".reply-stats").render())
 
 
+async def test_a_saved_conversation_reopened_in_a_new_app_restores_its_history_from_disk(
+        make_app, tmp_path, monkeypatch):
+    """Quit the app, open it again, pick the conversation and send its next turn: the history
+    comes back from the disk tier (the reply's stats say how many tokens were reused)."""
+    from edge_infer.config import EngineSettings
+
+    monkeypatch.setenv("EDGE_INFER_KV_CACHE", str(tmp_path / "kv"))
+    store = ConversationStore(tmp_path / "conversations")
+    settings = EngineSettings(ctx=1024, parallel=4, n_threads=2, disk_cache="1GiB")
+    app = make_app(store=store, settings=settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        chat = await ready_chat(pilot, dict(max_tokens=8, temperature=0))
+        await send(pilot, " ".join(f"Crate {i} holds {i * 3} apples." for i in range(40)) + " Which crate holds 9?")
+        await wait_for(pilot, lambda: chat.stream is None and len(app.query(MessageView)) == 2)
+        history = len(app.host.get().tokenize_messages(chat.current.chat_messages()[:-1]))
+    assert list((tmp_path / "kv").glob("*.kv"))  # the app closed its model: the conversation is on disk
+
+    again = make_app(store=store, settings=settings)
+    async with again.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: again.host.ready)
+        again.query_one("#conv-list", ListView).focus()
+        await pilot.press("enter")
+        chat = again.query_one(ChatPane)
+        await wait_for(pilot, lambda: len(again.query(MessageView)) == 2)
+        chat.current.sampling.update(max_tokens=8, temperature=0)
+        await send(pilot, "And crate 5?")
+        await wait_for(pilot, lambda: chat.stream is None and len(again.query(MessageView)) == 4)
+        assert chat.current.messages[-1].stats["cached"] >= history
+        assert "reused" in str(again.query(MessageView).last().query_one(".reply-stats").render())
+        assert again.host.get().snapshot().disk_cache_hits_total == 1
+
+
 async def test_a_prompt_over_the_context_is_a_notification_and_nothing_is_lost(make_app):
     app = make_app()
     async with app.run_test(size=(100, 30), notifications=True) as pilot:

@@ -131,5 +131,5 @@ def _disk_text(snap) -> str:
     if snap.disk_cache_off_reason:
         return snap.disk_cache_off_reason
     return (f"{snap.disk_cache_bytes / MiB:.0f} / {snap.disk_cache_cap_bytes / MiB:.0f} MiB · "
-            f"{snap.disk_cache_entries} saved · {snap.disk_cache_hits_total} restored · "
-            f"{snap.disk_cache_restored_tokens_total} tokens not evaluated")
+            f"{snap.disk_cache_entries} saved · {snap.disk_cache_hits_total} restored "
+            f"({snap.disk_cache_restored_tokens_total} tokens)")

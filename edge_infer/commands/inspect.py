@@ -25,7 +25,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def plan_table(info, est, ctx: int, parallel: int) -> str:
+def plan_table(info, est, ctx: int, parallel: int, disk_cap: int = 0) -> str:
     n_swa = sum(info.swa_layers)
     window = (f"{info.sliding_window} tokens on {n_swa} of {info.block_count} layers"
               if n_swa else ("none" if not info.sliding_window else f"{info.sliding_window} (not used)"))
@@ -52,6 +52,8 @@ def plan_table(info, est, ctx: int, parallel: int) -> str:
         ("runtime", human_bytes(est.runtime_bytes)),
         ("prompt cache", f"up to {human_bytes(est.prompt_cache_bytes)}"),
         ("total", human_bytes(est.total_bytes)),
+        ("disk cache", f"up to {human_bytes(disk_cap)} on disk (~{human_bytes(est.kv_bytes_per_token)}/token saved)"
+                       if disk_cap else "off"),
     ]
     if est.gpu_bytes:
         mem.append(("on GPU", f"{human_bytes(est.gpu_bytes)} ({est.gpu_layers} layers"
@@ -84,16 +86,23 @@ def run(args: argparse.Namespace) -> int:
     est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=plan.n_gpu_layers,
                           split=plan.split or (1.0,), **engine_options)
     if args.json:
-        memory = {"ctx": ctx, "parallel": settings.parallel, **est.to_dict()}
+        memory = {"ctx": ctx, "parallel": settings.parallel, **est.to_dict(), "disk_cache_bytes": _disk_cap(settings)}
         print(json.dumps({"model": info.to_dict(), "memory": memory,
                           "plan": {**plan.to_dict(), "machine": machine.describe()},
                           "devices": [asdict(d) for d in machine.gpus],
                           "backend": backend.as_dict()}, indent=2))
     else:
-        print(plan_table(info, est, ctx, settings.parallel))
+        print(plan_table(info, est, ctx, settings.parallel, _disk_cap(settings)))
         print(_plan_lines(plan, machine))
         print(backend_lines(backend))
     return 0
+
+
+def _disk_cap(settings: EngineSettings) -> int:
+    from edge_infer.paths import kv_cache_dir
+    from edge_infer.plan.cache_sizes import disk_cache_bytes
+
+    return disk_cache_bytes(settings.disk_cache, kv_cache_dir())
 
 
 def backend_lines(b) -> str:

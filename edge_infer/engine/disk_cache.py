@@ -215,7 +215,8 @@ class DiskCache:
                 or self._queued_bytes + len(data) > QUEUED_BYTES_MAX:
             self.counters.dropped += 1
             return
-        self._queued_bytes += len(data)
+        with self._lock:
+            self._queued_bytes += len(data)
         self._queue.put((tuple(tokens), data))
 
     def flush(self, timeout: float = 120) -> None:
@@ -250,7 +251,8 @@ class DiskCache:
                 log.exception("writing a saved KV state failed")
                 self._turn_off("an unexpected error while writing (see the log)")
             finally:
-                self._queued_bytes -= len(data)
+                with self._lock:
+                    self._queued_bytes -= len(data)
 
     def _write(self, tokens: tuple[int, ...], data: bytes | bytearray) -> None:
         try:

@@ -164,7 +164,10 @@ def test_two_processes_sharing_the_folder_leave_only_whole_files_within_the_cap(
     cache.close()
 
 
-def test_cache_sizes_follow_the_machine():
+def test_cache_sizes_follow_the_machine(monkeypatch):
+    from edge_infer.plan import cache_sizes
+
+    monkeypatch.setattr(cache_sizes, "DISK_DEFAULT", 4 * GiB)  # the suite's conftest turns it off
     assert prompt_cache_bytes(512) == 512 * MiB and prompt_cache_bytes(0) == 0
     assert prompt_cache_bytes(-1, ram_available=20 * GiB) == 2 * GiB
     assert prompt_cache_bytes(-1, ram_available=200 * GiB) == RAM_CEILING

@@ -3,7 +3,8 @@ the disk tier and without it, against a fresh ~50-token prompt, side by side in 
 
 Each pass: start `serve` (defaults, a private disk-cache folder), send a conversation with a
 ~2,000-token history, stop the server (SIGTERM: a clean stop), start it again, send the
-conversation's next turn (a one-token reply: its latency is its TTFT), then fresh prompts.
+conversation's next turn (a one-token reply: its latency is its TTFT), then fresh prompts;
+start it once more and send a fresh prompt first (the same cold start as the follow-up's).
 Passes alternate (disk, no disk, disk, ...); the table shows every run and the medians.
 """
 
@@ -29,7 +30,8 @@ class RestartRun:
     follow_s: float          # the first turn after the restart (TTFT)
     follow_cached: int       # its prompt tokens reused
     history_tokens: int
-    fresh_s: float           # median of fresh ~50-token prompts on the same server
+    fresh_s: float           # median of fresh ~50-token prompts on the same server, after it
+    fresh_first_s: float     # a fresh ~50-token prompt as the first request after a start
     fresh_tokens: int
     state_bytes: int         # on disk for this conversation (0 without the tier)
     restore_mb_s: float      # read, check and restore (0 without the tier)
@@ -61,13 +63,16 @@ def one_pass(model_path, flags: tuple[str, ...], n_lines: int) -> RestartRun:
             follow = chat.turn(follow_up(conv))
             fresh = [chat.turn([{"role": "user", "content": f"Question {i}: {FRESH}"}]) for i in range(5)]
             stats = httpx.get(srv.target.base_url + "/stats", timeout=30).json()
+        with serve(model_path, kv_dir, *flags) as srv:  # the same first request, but a fresh prompt
+            fresh_first = Chat(srv.target.base_url).turn([{"role": "user", "content": f"Question 9: {FRESH}"}])
     seconds = stats.get("disk_cache_restore_seconds_total") or 0
     return RestartRun(follow.latency_s, follow.cached_tokens, first.prompt_tokens,
-                      statistics.median(t.latency_s for t in fresh), fresh[0].prompt_tokens, state_bytes,
+                      statistics.median(t.latency_s for t in fresh), fresh_first.latency_s, fresh[0].prompt_tokens,
+                      state_bytes,
                       stats.get("disk_cache_restored_bytes_total", 0) / seconds / 1e6 if seconds else 0.0)
 
 
-def run(model_path, repeats: int = 3, n_lines: int = 68) -> dict[str, list[RestartRun]]:
+def run(model_path, repeats: int = 3, n_lines: int = 83) -> dict[str, list[RestartRun]]:
     """Alternating passes with the disk tier (defaults) and without it (--disk-cache 0)."""
     configs = {"disk tier (defaults)": (), "no disk tier (--disk-cache 0)": ("--disk-cache", "0")}
     runs: dict[str, list[RestartRun]] = {name: [] for name in configs}
@@ -78,7 +83,7 @@ def run(model_path, repeats: int = 3, n_lines: int = 68) -> dict[str, list[Resta
     return runs
 
 
-def bytes_per_token(model_path, n_lines: int = 68) -> dict[str, float]:
+def bytes_per_token(model_path, n_lines: int = 83) -> dict[str, float]:
     """Bytes on disk per token of a saved conversation, f16 and q8_0 KV."""
     out = {}
     for kv in ("f16", "q8_0"):

@@ -227,7 +227,9 @@ class ModelHost:
                             lambda source: self._template(source, None, False), self.names, self.servable_names)
 
     def _template(self, source: Source, settings: EngineSettings | None, pin: bool) -> Resident:
-        return resident_template(source, settings or self.settings, pin, self.config, self.keep_alive, self._footprint)
+        budget_ram = self.budget.ram if self.budget.ram < unlimited().ram else None
+        return resident_template(source, settings or self.settings, pin, self.config, self.keep_alive,
+                                 self._footprint, budget_ram)
 
     # ---- finding -------------------------------------------------------------------------
     def get(self, model: str | None = None) -> ServedEngine:

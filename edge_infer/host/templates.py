@@ -4,6 +4,7 @@ memory plan, keep_alive and pin. A template becomes a Resident when it loads."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -13,6 +14,8 @@ from edge_infer.host.model_config import ModelsConfig
 from edge_infer.host.residency import Footprint
 from edge_infer.host.resident import Resident
 from edge_infer.host.sources import Source
+from edge_infer.plan.cache_sizes import AUTO_MIB, prompt_cache_bytes
+from edge_infer.units import MiB
 
 
 def template_for(model: str | None, known: dict[str, Resident], default: str | None,
@@ -35,12 +38,16 @@ def template_for(model: str | None, known: dict[str, Resident], default: str | N
 
 
 def resident_template(source: Source, settings: EngineSettings, pin: bool, config: ModelsConfig, keep_alive: float,
-             footprint: Callable[[Path, EngineSettings], Footprint]) -> Resident:
+             footprint: Callable[[Path, EngineSettings], Footprint], budget_ram: int | None = None) -> Resident:
     """settings: the host's (for models loaded on demand) unless the load named its own; the
-    models config's table for the model goes over them."""
+    models config's table for the model goes over them. An auto prompt cache becomes a share
+    of the models budget (`budget_ram`; None: of the RAM available), so a small budget still
+    holds the model it was given for."""
     entry = config.entry_for(source.name, *sorted(source.aliases))
     if entry is not None:
         settings = entry.apply(settings)
+    if settings.prompt_cache_mib == AUTO_MIB:
+        settings = replace(settings, prompt_cache_mib=prompt_cache_bytes(AUTO_MIB, budget_ram) // MiB)
     keep = entry.keep_alive if entry is not None and entry.keep_alive is not None else keep_alive
     return Resident(source.name, source.path, settings, footprint(source.path, settings),
                     source.aliases - {source.name}, keep, pin or bool(entry and entry.pin))

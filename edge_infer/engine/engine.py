@@ -78,7 +78,7 @@ class Engine:
         # An encoder (BERT-style embedder or reranker) cannot generate: llama.cpp would abort.
         self.encoder_only = self.model.meta(f"{self.info.architecture}.attention.causal") == "false"
         self.template = self.prompts.template
-        self.runner = ModelRunner(self.model, self.ctx, s.n_batch, warm_up=not self.encoder_only)
+        self.runner = ModelRunner(self.model, self.ctx, s, warm_up=not self.encoder_only)
         # Sharing cells between sequences needs one unified buffer; with sliding-window
         # layers a shared cell could not be recycled by the window, so those models keep
         # to per-slot reuse.

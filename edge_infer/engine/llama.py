@@ -230,6 +230,10 @@ class LlamaContext:
     def logits_ptr(self, i: int):
         return llama_cpp.llama_get_logits_ith(self.handle, i)
 
+    def set_threads(self, n: int) -> None:
+        """Threads for the next decodes (at most the threadpool's; engine/cpu_share.py)."""
+        llama_cpp.llama_set_n_threads(self.handle, n, n)
+
     def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
         return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq, p0, p1))
 

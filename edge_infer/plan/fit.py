@@ -20,7 +20,7 @@ FIT_MARGIN = 0.80     # at most this share of what is free: "fits"; up to all of
 DEFAULT_CTX = 4096
 
 
-def engine_estimate_kwargs(settings=None) -> dict:
+def engine_estimate_kwargs(settings=None, machine: Machine | None = None) -> dict:
     """estimate_memory() options matching how the engine creates its context
     (EngineSettings: one unified KV buffer, flash attention auto = on for CPU)."""
     from edge_infer.config import EngineSettings
@@ -31,7 +31,8 @@ def engine_estimate_kwargs(settings=None) -> dict:
     return dict(kv_unified=s.kv_unified, flash_attn=s.flash_attn != "off", swa_full=s.swa_full,
                 n_batch=s.n_batch, k_type_bytes=type_bytes(s.cache_type_k),
                 v_type_bytes=type_bytes(s.cache_type_v), kv_budget=s.kv_budget,
-                prompt_cache_bytes=prompt_cache_bytes(s.prompt_cache_mib))
+                # auto: a share of this machine's free RAM (the one the verdict is for)
+                prompt_cache_bytes=prompt_cache_bytes(s.prompt_cache_mib, machine.ram_available if machine else None))
 
 
 def verdict(need: int, available: int) -> str:
@@ -67,7 +68,7 @@ def fit_verdict(info: ModelInfo, machine: Machine, ctx: int | None = None, paral
     """Does this model fit this machine at ctx x parallel, in RAM and (all layers) on its
     offload devices (split as the plan splits: layer_split)?"""
     ctx = ctx or default_ctx(info)
-    estimate_kwargs = {**engine_estimate_kwargs(), **estimate_kwargs}
+    estimate_kwargs = {**engine_estimate_kwargs(machine=machine), **estimate_kwargs}
     cpu = estimate_memory(info, ctx, parallel, n_gpu_layers=0, **estimate_kwargs)
     gpu_need = gpu = None
     devices = machine.devices
@@ -142,7 +143,7 @@ def plan_memory(info: ModelInfo, machine: Machine | None = None, *, ctx: int | N
     with fits=False.
     """
     machine = machine or machines.detect_machine()
-    estimate_kwargs = {**engine_estimate_kwargs(), **estimate_kwargs}
+    estimate_kwargs = {**engine_estimate_kwargs(machine=machine), **estimate_kwargs}
     devices = machine.devices
     ram_budget = int(machine.ram_available * headroom)
     budgets = tuple(int(d.free_bytes * headroom) for d in devices)
@@ -244,7 +245,7 @@ def plan_for(info: ModelInfo, settings=None, machine: Machine | None = None, *, 
 
     s = settings or EngineSettings()
     wanted = {"ctx": s.ctx, "parallel": s.parallel, "n_gpu_layers": s.n_gpu_layers, **asked}
-    return plan_memory(info, machine, max_parallel=max_parallel, **wanted, **engine_estimate_kwargs(s))
+    return plan_memory(info, machine, max_parallel=max_parallel, **wanted, **engine_estimate_kwargs(s, machine))
 
 
 def plan_settings(info: ModelInfo, settings=None, machine: Machine | None = None, *,

@@ -56,6 +56,8 @@ class EngineCollector:
             ("disk_cache_cap_bytes", "Cap of the disk prompt cache (--disk-cache; 0 = off)", s.disk_cache_cap_bytes),
             ("disk_cache_entries", "Saved conversations of this model in the disk prompt cache",
              s.disk_cache_entries),
+            ("threads", "CPU threads computing now (fewer while other programs keep cores busy)", s.threads),
+            ("other_load_cores", "CPU other programs use, in cores (what threads follow)", s.other_load_cores),
             ("decode_tokens_per_second", "Aggregate decode rate over the last seconds", s.decode_tok_s),
             ("prefill_tokens_per_second", "Aggregate prefill rate over the last seconds", s.prefill_tok_s),
             ("draft_acceptance_ratio", "n-gram speculation: drafted tokens the model confirmed, since start",

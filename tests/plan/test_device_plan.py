@@ -56,7 +56,12 @@ def test_two_unequal_gpus_split_by_budget(smol):
     assert verdict.gpu != NO_FIT
 
 
-def test_integrated_gpu_bytes_count_against_ram(smol):
+def test_integrated_gpu_bytes_count_against_ram(smol, monkeypatch):
+    from edge_infer.plan import cache_sizes
+
+    # The RAM below is built from needs on an 8 GiB machine; an auto prompt cache (a share of
+    # the RAM) would change with it: a fixed one keeps the arithmetic plain.
+    monkeypatch.setattr(cache_sizes, "prompt_cache_bytes", lambda mib, ram_available=None: 128 * 2**20)
     igpu = gpus(8 * 1024, kind=IGPU)
     roomy = plan_memory(smol, Machine(8 * GiB, 8 * GiB, igpu, True), ctx=4096, parallel=1)
     assert roomy.fits and roomy.n_gpu_layers == smol.block_count + 1

@@ -127,9 +127,14 @@ def test_pull_installs_verified_with_manifest(smol_hub, smollm2_path, edge_home,
     assert "already installed" in capsys.readouterr().out and smol_hub.served() == 0
 
 
-def test_pull_without_quant_takes_the_best_that_fits(smol_hub, machine, edge_home):
+def test_pull_without_quant_takes_the_best_that_fits(smol_hub, machine, edge_home, monkeypatch):
+    from edge_infer.plan import cache_sizes
     from edge_infer.store.hub import HubClient
     from edge_infer.store.pull import Puller, level_fits
+
+    # The RAM sizes below are built from the levels' needs; an auto prompt cache (a share of
+    # the RAM) would move the needs with them: a fixed one keeps the arithmetic plain.
+    monkeypatch.setattr(cache_sizes, "prompt_cache_bytes", lambda mib, ram_available=None: 128 * 2**20)
 
     client = HubClient()
     listing = client.listing(SMOL_REPO)

@@ -100,7 +100,7 @@ async def test_server_tab_lists_two_loaded_models_and_unloads_pins_and_loads_by_
         await wait_for(pilot, lambda: host_rows(app).get(gemma, {}).get("state") == "● loaded")
         rows = host_rows(app)
         assert rows[smol]["state"] == "● loaded" and rows[gemma]["default"] == "yes" and rows[smol]["default"] == ""
-        assert rows[smol]["ram"].endswith("MiB") and rows[gemma]["active"] == "0" and rows[smol]["pinned"] == ""
+        assert rows[smol]["ram"].endswith(("MiB", "GiB")) and rows[gemma]["active"] == "0" and rows[smol]["pinned"] == ""
         assert rows["smollm2"]["state"] == "unloaded"  # installed, not loaded: a request would load it
         assert "2 loaded" in str(app.query_one("#host-models-title").render())
 

@@ -106,8 +106,9 @@ class HubBrowser(Widget):
             client = HubClient()
             listing = client.listing(repo)
             groups = listing.gguf_groups()
-            fits = level_fits(client, listing, groups, this_machine(), settings.ctx, settings.parallel,
-                              **engine_estimate_kwargs(settings)) if groups else []
+            machine = this_machine()
+            fits = level_fits(client, listing, groups, machine, settings.ctx, settings.parallel,
+                              **engine_estimate_kwargs(settings, machine)) if groups else []
         except Exception as exc:
             self.app.call_from_thread(self._failed, f"Cannot list {repo}", exc)
             return

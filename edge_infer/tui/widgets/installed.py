@@ -86,7 +86,7 @@ class InstalledModels(Widget):
         settings = self.app.default_settings
         try:
             fit = fit_verdict(read_model_info(model.path), machine, settings.ctx, settings.parallel,
-                              **engine_estimate_kwargs(settings))
+                              **engine_estimate_kwargs(settings, machine))
         except (EdgeInferError, OSError):
             return "damaged"
         return fit.best + (" (GPU)" if fit.gpu is not None and fit.best == fit.gpu != fit.ram else "")

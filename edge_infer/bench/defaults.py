@@ -1,0 +1,187 @@
+"""`edge-infer bench-defaults`: edge-infer and llama.cpp's llama-server each with its own
+defaults (only the model and the port given), side by side, alternating, medians of several
+runs: plain chat at 1 and 8 clients (SmolLM2), a code edit (qwen-coder returns a 60-line
+function with one change: what coding agents ask all day), and both again beside busy-loop
+processes (a laptop busy with other work).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from edge_infer.bench import llama_server as llama_server_bench
+from edge_infer.bench.http import ServerProcess, Target, free_port, run_http_pass, stream_chat, warm_up
+
+EDIT_FUNCTION = "\n".join([
+    "def summarize_orders(orders, tax_rate, discount_codes):",
+    '    """Totals, counts and the largest order of a list of order dicts."""',
+    "    total = 0.0",
+    "    count = 0",
+    "    largest = None",
+    "    by_customer = {}",
+    "    skipped = []",
+    "    for order in orders:",
+    "        if not order.get('items'):",
+    "            skipped.append(order.get('id'))",
+    "            continue",
+    "        subtotal = 0.0",
+    "        for item in order['items']:",
+    "            price = item['price']",
+    "            quantity = item.get('quantity', 1)",
+    "            if quantity <= 0:",
+    "                continue",
+    "            subtotal += price * quantity",
+    "        code = order.get('discount')",
+    "        if code in discount_codes:",
+    "            subtotal *= 1 - discount_codes[code]",
+    "        tax = subtotal * tax_rate",
+    "        amount = subtotal + tax",
+    "        total += amount",
+    "        count += 1",
+    "        customer = order.get('customer', 'unknown')",
+    "        by_customer.setdefault(customer, 0.0)",
+    "        by_customer[customer] += amount",
+    "        if largest is None or amount > largest[1]:",
+    "            largest = (order.get('id'), amount)",
+    "    average = total / count if count else 0.0",
+    "    top_customer = None",
+    "    top_amount = 0.0",
+    "    for customer, amount in by_customer.items():",
+    "        if amount > top_amount:",
+    "            top_customer = customer",
+    "            top_amount = amount",
+    "    report = {",
+    "        'total': round(total, 2),",
+    "        'count': count,",
+    "        'average': round(average, 2),",
+    "        'largest': largest,",
+    "        'top_customer': top_customer,",
+    "        'skipped': skipped,",
+    "    }",
+    "    if count == 0:",
+    "        report['note'] = 'no orders with items'",
+    "    elif len(skipped) > count:",
+    "        report['note'] = 'most orders had no items'",
+    "    else:",
+    "        report['note'] = ''",
+    "    lines = []",
+    "    for key in ('total', 'count', 'average'):",
+    "        lines.append(f'{key}: {report[key]}')",
+    "    if largest is not None:",
+    "        lines.append(f'largest: {largest[0]} ({largest[1]:.2f})')",
+    "    if top_customer is not None:",
+    "        lines.append(f'top customer: {top_customer}')",
+    "    report['text'] = '\\n'.join(lines)",
+    "    return report",
+])
+EDIT_ASK = ("Here is a Python function:\n\n```python\n" + EDIT_FUNCTION + "\n```\n\nReturn the whole function "
+            "with one change: rename the variable `skipped` to `empty_orders`. Reply with the code only.")
+
+
+@dataclass
+class Measure:
+    tok_s: float
+    ttft_s: float
+
+
+def spin() -> None:
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def busy_loops(n: int):
+    """n processes that each keep one core busy (0: none)."""
+    procs = [multiprocessing.get_context("spawn").Process(target=spin, daemon=True) for _ in range(n)]
+    for p in procs:
+        p.start()
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.terminate()
+            p.join()
+
+
+def edge_infer(model_path) -> ServerProcess:
+    port = free_port()
+    env = {**os.environ, "EDGE_INFER_KV_CACHE": tempfile.mkdtemp(prefix="ei-kv-")}  # runs do not help each other
+    argv = [sys.executable, "-m", "edge_infer", "serve", str(model_path), "--port", str(port), "--only"]
+    return ServerProcess("edge-infer", argv, port, env=env)
+
+
+def llama_server(binary: str, model_path) -> ServerProcess:
+    port = free_port()
+    argv = [binary, "-m", str(model_path), "--host", "127.0.0.1", "--port", str(port)]
+    if not llama_server_bench.edge_infer_uses_extra_bufts():
+        argv.append("--no-repack")  # as edge-infer on this CPU (AMX: SIGILL/segfault otherwise)
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(binary))
+    return ServerProcess("llama-server", argv, port, env=env)
+
+
+def chat(target: Target, clients: int) -> Measure:
+    r = run_http_pass("chat", target, clients, 2 * clients if clients > 1 else 6, 64)
+    return Measure(r.agg_tok_s, r.ttft_p50_s)
+
+
+def code_edit(target: Target) -> Measure:
+    import asyncio
+
+    async def go():
+        async with target.client(1) as c:
+            return await stream_chat(c, target.resolve_model(), EDIT_ASK, 900)
+    r = asyncio.run(go())
+    if r.error:
+        raise RuntimeError(f"code edit failed: {r.error}")
+    return Measure(r.decode_tok_s, r.ttft_s)
+
+
+def run(smol, coder, binary: str, repeats: int, loads: tuple[int, ...], log=print) -> dict:
+    """{(loops, workload, system): [Measure, ...]}, systems alternating within each repeat."""
+    out: dict = {}
+    makers = {"edge-infer": edge_infer, "llama-server": lambda p: llama_server(binary, p)}
+    for n_loops in loads:
+        for rep in range(repeats):
+            order = list(makers) if rep % 2 == 0 else list(reversed(makers))
+            for system in order:
+                for model, work in ((smol, ("chat c=1", "chat c=8")), (coder, ("code edit",))):
+                    with makers[system](model) as srv:
+                        warm_up(srv.target)
+                        with busy_loops(n_loops):
+                            for w in work:
+                                m = code_edit(srv.target) if w == "code edit" else chat(srv.target, int(w[-1]))
+                                out.setdefault((n_loops, w, system), []).append(m)
+                                log(f"done: {system} {w} loops={n_loops} run {rep + 1}: {m.tok_s:.1f} tok/s")
+    return out
+
+
+def table(results: dict, loads: tuple[int, ...]) -> str:
+    med = lambda ms, k: statistics.median(getattr(m, k) for m in ms)  # noqa: E731
+    rows = [["workload", "busy loops", "edge-infer tok/s", "llama-server tok/s", "x tok/s", "edge TTFT p50 ms",
+             "llama TTFT p50 ms", "edge runs", "llama runs"]]
+    for n in loads:
+        for w in ("chat c=1", "chat c=8", "code edit"):
+            e, ls = results.get((n, w, "edge-infer")), results.get((n, w, "llama-server"))
+            if not e or not ls:
+                continue
+            rows.append([w, str(n), f"{med(e, 'tok_s'):.1f}", f"{med(ls, 'tok_s'):.1f}",
+                         f"{med(e, 'tok_s') / med(ls, 'tok_s'):.2f}", f"{med(e, 'ttft_s') * 1000:.0f}",
+                         f"{med(ls, 'ttft_s') * 1000:.0f}", " / ".join(f"{m.tok_s:.1f}" for m in e),
+                         " / ".join(f"{m.tok_s:.1f}" for m in ls)])
+    if len(loads) > 1 and loads[0] == 0:
+        rows.append(["busy / idle (own)", "", "", "", "", "", "", "", ""])
+        for w in ("chat c=1", "chat c=8", "code edit"):
+            for n in loads[1:]:
+                cells = []
+                for system in ("edge-infer", "llama-server"):
+                    idle, busy = results.get((0, w, system)), results.get((n, w, system))
+                    cells.append(f"{med(busy, 'tok_s') / med(idle, 'tok_s'):.2f}" if idle and busy else "-")
+                rows.append([w, str(n), cells[0], cells[1], "", "", "", "", ""])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(wd) for c, wd in zip(r, widths)).rstrip() for r in rows)

@@ -1,0 +1,33 @@
+"""`edge-infer bench-defaults`: edge-infer vs llama.cpp's llama-server, each with its own
+defaults, idle and beside busy-loop processes (edge_infer/bench/defaults.py)."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench-defaults", help="edge-infer vs llama-server with their defaults: chat, a code "
+                                              "edit, idle and on a busy machine")
+    p.add_argument("--chat-model", default="smollm2", help="model for the chat passes (default smollm2)")
+    p.add_argument("--code-model", default="qwen-coder", help="model for the code edit (default qwen-coder)")
+    p.add_argument("--repeats", type=int, default=3, help="alternating runs per system (default 3)")
+    p.add_argument("--busy-loops", type=int, default=2,
+                   help="busy-loop processes beside the servers in the second half (default 2; 0 = idle only)")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from edge_infer.bench import defaults
+    from edge_infer.bench.memory import build_llama_server
+    from edge_infer.commands.common import resolve_model
+
+    if args.repeats < 1 or args.busy_loops < 0:
+        raise SystemExit("--repeats must be 1 or more and --busy-loops 0 or more")
+    smol, _ = resolve_model(args.chat_model)
+    coder, _ = resolve_model(args.code_model)
+    binary = build_llama_server()
+    loads = (0, args.busy_loops) if args.busy_loops else (0,)
+    results = defaults.run(smol, coder, binary, args.repeats, loads, log=lambda m: print(m, flush=True))
+    print(f"\nedge-infer vs llama-server, each with its defaults (model and port only), medians of {args.repeats} "
+          "alternating runs; chat: 64-token replies (c=1: 6 requests, c=8: 16); code edit: one streamed reply")
+    print(defaults.table(results, loads))
+    return 0

@@ -20,9 +20,9 @@ class EngineSettings:
     parallel: int = 1           # sequences decoded together (slots)
     n_batch: int = 512          # tokens per llama_decode (decode tokens + prefill chunks)
     n_threads: int = _default_threads()
-    # Compute with fewer of those threads while other programs keep cores busy, and with all
-    # of them again when they stop (engine/cpu_share.py); off: always n_threads.
-    adapt_threads: bool = True
+    # While other programs keep cores busy, the threadpool's workers sleep at once instead of
+    # spinning (poll 0), and spin again when they stop (engine/cpu_share.py); off: always `poll`.
+    follow_load: bool = True
     # None = as many layers as the GPU devices' memory holds (the plan decides; none without
     # a GPU); 0 = CPU only; -1 = all; N = the last N (engine/placement.py).
     n_gpu_layers: int | None = None

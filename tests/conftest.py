@@ -22,10 +22,11 @@ from edge_infer.plan import cache_sizes
 # from EngineSettings(...) get the default size, 0 (a test that wants the tier gives a size).
 os.environ.setdefault("EDGE_INFER_DISK_CACHE", "0")
 cache_sizes.DISK_DEFAULT = 0
-# Engines compute with all their threads here: the suite's own servers load the machine, and
-# a thread count that follows them would make runs differ (tests/unit/test_cpu_share.py,
-# tests/engine/test_threads_follow_load.py turn it on).
+# The CPU workers keep their --poll here: the suite's own servers load the machine, and
+# a poll that follows them would make runs differ (tests/unit/test_cpu_share.py,
+# tests/engine/test_spin_follows_load.py turn it on).
 cpu_share.FOLLOW_LOAD = False
+os.environ.setdefault("EDGE_INFER_FOLLOW_LOAD", "0")
 os.environ.setdefault("EDGE_INFER_KV_CACHE", str(Path(tempfile.gettempdir()) / f"edge-infer-test-kv-{os.getpid()}"))
 
 # Resolved at import, before any test redirects EDGE_INFER_HOME: the real models

@@ -22,9 +22,9 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
     g.add_argument("--ctx", type=int, help="context per sequence, in tokens (default 4096)")
     g.add_argument("--parallel", type=int, default=parallel_default, help="sequences decoded together")
     g.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
-    g.add_argument("--fixed-threads", dest="adapt_threads", action="store_false", default=None,
-                   help="always compute with --threads threads (default: fewer while other programs keep "
-                        "cores busy, all again when they stop)")
+    g.add_argument("--no-follow-load", dest="follow_load", action="store_false", default=None,
+                   help="keep --poll while other programs keep the cores busy (default: the CPU workers "
+                        "then sleep at once instead of spinning, and spin again when the load is gone)")
     g.add_argument("--n-gpu-layers", type=int,
                    help="layers offloaded to GPU devices (default: as many as fit; 0 = CPU only; -1 = all)")
     g.add_argument("--gpu-memory", metavar="SIZE",
@@ -88,7 +88,7 @@ def check_cache_sizes(settings: EngineSettings) -> None:
 
 def engine_settings(args, **overrides) -> EngineSettings:
     values = dict(ctx=args.ctx, parallel=args.parallel, n_threads=args.threads,
-                  adapt_threads=getattr(args, "adapt_threads", None),
+                  follow_load=getattr(args, "follow_load", None),
                   n_gpu_layers=args.n_gpu_layers, gpu_memory=getattr(args, "gpu_memory", None),
                   n_batch=args.n_batch, kv_unified=args.kv_unified,
                   poll=getattr(args, "poll", None),

@@ -221,6 +221,7 @@ class LlamaContext:
         self.memory = llama_cpp.llama_get_memory(self.handle)
         self.n_ctx = llama_cpp.llama_n_ctx(self.handle)
         self.n_ctx_seq = llama_cpp.llama_n_ctx_seq(self.handle)
+        self.n_threads = p.n_threads
         self.threadpool = CpuThreadpool(self.handle, p.n_threads if p.poll >= 0 else 0, p.poll)
 
     def decode(self, batch: "LlamaBatch") -> int:
@@ -230,9 +231,12 @@ class LlamaContext:
     def logits_ptr(self, i: int):
         return llama_cpp.llama_get_logits_ith(self.handle, i)
 
-    def set_threads(self, n: int) -> None:
-        """Threads for the next decodes (at most the threadpool's; engine/cpu_share.py)."""
-        llama_cpp.llama_set_n_threads(self.handle, n, n)
+    def set_poll(self, poll: int) -> None:
+        """A new threadpool whose workers spin `poll` before sleeping (engine/cpu_share.py)."""
+        if self.threadpool.handle is None:
+            return
+        self.threadpool.close()
+        self.threadpool = CpuThreadpool(self.handle, self.n_threads, poll)
 
     def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
         return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq, p0, p1))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from edge_infer.config import EngineSettings
-from edge_infer.engine.cpu_share import ThreadGovernor
+from edge_infer.engine.cpu_share import SpinGovernor
 from edge_infer.engine.llama import LlamaBatch, LlamaContext, LlamaModel
 from edge_infer.engine.postprocess import Sampled
 from edge_infer.engine.scheduler import BatchItem
@@ -22,12 +22,9 @@ KV_FULL = "the KV cache is full"  # llama_decode returned 1: nothing was decoded
 
 class ModelRunner:
     def __init__(self, model: LlamaModel, ctx: LlamaContext, settings: EngineSettings, warm_up: bool = True):
-        import os
-
         self.model, self.ctx = model, ctx
         self.batch = LlamaBatch(settings.n_batch)
-        self.threads = ThreadGovernor(settings.n_threads, os.cpu_count() or 1, ctx.set_threads,
-                                      enabled=settings.adapt_threads)
+        self.spin = SpinGovernor(settings.poll, ctx.set_poll, enabled=settings.follow_load)
         if warm_up:
             self.warm_up()
 
@@ -46,7 +43,7 @@ class ModelRunner:
 
     def decode(self, items: list[BatchItem]) -> str | None:
         """One llama_decode over the items (each learns its logits row). None, or what failed."""
-        self.threads.tick()
+        self.spin.tick()
         batch = self.batch
         batch.clear()
         for it in items:

@@ -118,9 +118,9 @@ class EngineSnapshot:
     disk_cache_restore_seconds_total: float = 0.0  # reading, checking and restoring them
     disk_cache_off_reason: str = ""     # why the tier is off ("" while it works)
     disk_cache_folder: str = ""
-    # CPU threads computing now, of the configured, and other programs' load in cores (cpu_share.py)
-    threads: int = 0
-    threads_configured: int = 0
+    # The CPU threadpool's poll now (0 while other programs keep cores busy) and their load in
+    # cores (engine/cpu_share.py)
+    poll: int = 0
     other_load_cores: float = 0.0
     # n-gram speculation (engine/speculation.py)
     draft_max: int = 0                  # the server's default drafted tokens per step (0 = off)

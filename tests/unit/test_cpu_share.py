@@ -1,11 +1,11 @@
-"""The thread governor's decisions, with faked CPU samples (engine/cpu_share.py)."""
+"""The spin governor's decisions, with faked CPU samples (engine/cpu_share.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from edge_infer.engine import cpu_share
-from edge_infer.engine.cpu_share import CpuSample, ThreadGovernor, others_load, threads_for
+from edge_infer.engine.cpu_share import CpuSample, SpinGovernor, others_load, poll_for
 
 
 @pytest.fixture(autouse=True)
@@ -20,13 +20,11 @@ def test_other_programs_load_is_the_machines_busy_time_beyond_ours():
     assert others_load(a, a) == 0.0
 
 
-def test_threads_follow_the_cores_other_programs_leave():
-    assert threads_for(configured=2, cores=2, others=0.0) == 2
-    assert threads_for(2, 2, 0.2) == 2       # background noise takes no core
-    assert threads_for(2, 2, 0.8) == 1       # a busy core
-    assert threads_for(2, 2, 2.0) == 1       # at least one
-    assert threads_for(8, 16, 9.5) == 6      # a big machine: what is left
-    assert threads_for(4, 8, 1.0) == 4       # hyperthreads left free: all configured
+def test_workers_spin_on_an_idle_machine_and_sleep_at_once_on_a_busy_one():
+    assert poll_for(configured=50, others=0.0) == 50
+    assert poll_for(50, 0.3) == 50           # background noise: still spin
+    assert poll_for(50, 0.8) == 0            # a busy core
+    assert poll_for(50, 2.0) == 0
 
 
 class Machine:
@@ -45,30 +43,30 @@ class Machine:
         return CpuSample(self.t, self.busy, self.ours)
 
 
-def test_the_governor_changes_threads_after_two_agreeing_samples_and_back():
+def test_the_governor_changes_the_poll_after_two_agreeing_samples_and_back():
     m, applied = Machine(), []
-    gov = ThreadGovernor(configured=2, cores=2, apply=applied.append, read=m.sample)
+    gov = SpinGovernor(configured=50, apply=applied.append, read=m.sample)
     for _ in range(3):
         m.advance(1.0)
         gov.tick()
-    assert applied == [] and gov.threads == 2
+    assert applied == [] and gov.poll == 50
     m.others = 2.0  # two busy loops start
     for _ in range(3):
         m.advance(1.0)
         gov.tick()
-    assert applied == [1] and gov.threads == 1
+    assert applied == [0] and gov.poll == 0
     m.advance(0.2)
     gov.tick()  # sampled at most once a second
     m.others = 0.0
     for _ in range(6):
         m.advance(1.0)
         gov.tick()
-    assert applied == [1, 2] and gov.threads == 2
+    assert applied == [0, 50] and gov.poll == 50
 
 
-def test_one_sample_of_load_changes_nothing_and_a_fixed_count_never_changes():
+def test_one_sample_of_load_changes_nothing_and_a_chosen_poll_never_changes():
     m, applied = Machine(), []
-    gov = ThreadGovernor(configured=2, cores=2, apply=applied.append, read=m.sample)
+    gov = SpinGovernor(configured=50, apply=applied.append, read=m.sample)
     m.others = 2.0
     m.advance(1.0)
     gov.tick()
@@ -77,9 +75,10 @@ def test_one_sample_of_load_changes_nothing_and_a_fixed_count_never_changes():
         m.advance(1.0)
         gov.tick()
     assert applied == []
-    fixed = ThreadGovernor(configured=2, cores=2, apply=applied.append, read=m.sample, enabled=False)
-    m.others = 2.0
-    for _ in range(4):
-        m.advance(1.0)
-        fixed.tick()
-    assert applied == [] and fixed.threads == 2
+    for fixed in (SpinGovernor(configured=50, apply=applied.append, read=m.sample, enabled=False),
+                  SpinGovernor(configured=0, apply=applied.append, read=m.sample)):  # already sleeps
+        m.others = 2.0
+        for _ in range(4):
+            m.advance(1.0)
+            fixed.tick()
+        assert applied == [] and fixed.poll == fixed.configured

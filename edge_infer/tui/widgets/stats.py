@@ -92,8 +92,8 @@ class StatsPane(Widget):
             f"TTFT p50 {snap.ttft_p50_s * 1000:.0f} ms · p95 {snap.ttft_p95_s * 1000:.0f} ms   "
             f"running {snap.running} · queued {snap.queued} · slots {snap.slots_busy}/{snap.n_slots}   "
             f"requests {snap.requests_total} · generated {snap.generated_tokens_total} tokens"
-            + (f"   threads {snap.threads} of {snap.threads_configured} (other programs: {snap.other_load_cores:.1f} "
-               "cores)" if snap.threads < snap.threads_configured else "")
+            + (f"   machine busy ({snap.other_load_cores:.1f} cores used by other programs): CPU workers sleep "
+               "instead of spinning" if snap.other_load_cores > 0.5 else "")
             + _speculation_text(snap))
         table = self.query_one("#requests", DataTable)
         table.clear()

@@ -111,8 +111,13 @@ def test_plan_puts_layers_on_the_gpu_it_has(smol):
     assert plan_memory(smol, cpu_build, ctx=4096).n_gpu_layers == 0
 
 
-def test_plan_trades_slots_then_context_for_memory(smol):
+def test_plan_trades_slots_then_context_for_memory(smol, monkeypatch):
+    from edge_infer.plan import cache_sizes
     from edge_infer.plan.fit import engine_estimate_kwargs
+
+    # The RAM below is built from a need on this machine; an auto prompt cache (a share of the
+    # RAM) would shrink with it: a fixed one keeps the arithmetic plain.
+    monkeypatch.setattr(cache_sizes, "prompt_cache_bytes", lambda mib, ram_available=None: 128 * MiB)
 
     # As the engine sizes it: a pool of min(slots, 2) contexts and the prompt cache's cap.
     need_1x4096 = estimate_memory(smol, 4096, 1, **engine_estimate_kwargs()).total_bytes

@@ -20,6 +20,7 @@ threadpool with the other poll; engine/threadpool.py).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,9 +43,15 @@ def read_sample() -> CpuSample:
 
     t = psutil.cpu_times()
     idle = t.idle + getattr(t, "iowait", 0.0)
-    total = sum(t)
-    p = psutil.Process().cpu_times()
-    return CpuSample(time.monotonic(), total - idle, p.user + p.system)
+    p = _this_process().cpu_times()
+    return CpuSample(time.monotonic(), sum(t) - idle, p.user + p.system)
+
+
+@functools.cache
+def _this_process():
+    import psutil
+
+    return psutil.Process()
 
 
 def others_load(prev: CpuSample, now: CpuSample) -> float:
@@ -63,9 +70,10 @@ def poll_for(configured: int, others: float) -> int:
 
 class SpinGovernor:
     def __init__(self, configured: int, apply: Callable[[int], None],
-                 read: Callable[[], CpuSample] = read_sample, enabled: bool = True):
+                 read: Callable[[], CpuSample] = read_sample, enabled: bool = True,
+                 clock: Callable[[], float] = time.monotonic):
         """configured: the poll the user chose; only a spinning one (> 0) is ever changed."""
-        self.configured, self.apply, self.read = configured, apply, read
+        self.configured, self.apply, self.read, self.clock = configured, apply, read, clock
         self.enabled = enabled and FOLLOW_LOAD and configured > 0
         self.poll = configured
         self.others = 0.0
@@ -75,11 +83,9 @@ class SpinGovernor:
     def tick(self) -> None:
         """Call between steps: samples at most once per INTERVAL_S, changes the poll when the
         same new one was decided twice in a row."""
-        if not self.enabled:
-            return
+        if not self.enabled or self.clock() - self._prev.wall < INTERVAL_S:
+            return  # every step comes here: only a clock read until a sample is due
         now = self.read()
-        if now.wall - self._prev.wall < INTERVAL_S:
-            return
         load = others_load(self._prev, now)
         self._prev = now
         self.others = SMOOTHING * load + (1 - SMOOTHING) * self.others

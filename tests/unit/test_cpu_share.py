@@ -45,7 +45,7 @@ class Machine:
 
 def test_the_governor_changes_the_poll_after_two_agreeing_samples_and_back():
     m, applied = Machine(), []
-    gov = SpinGovernor(configured=50, apply=applied.append, read=m.sample)
+    gov = SpinGovernor(configured=50, apply=applied.append, read=m.sample, clock=lambda: m.t)
     for _ in range(3):
         m.advance(1.0)
         gov.tick()
@@ -66,7 +66,7 @@ def test_the_governor_changes_the_poll_after_two_agreeing_samples_and_back():
 
 def test_one_sample_of_load_changes_nothing_and_a_chosen_poll_never_changes():
     m, applied = Machine(), []
-    gov = SpinGovernor(configured=50, apply=applied.append, read=m.sample)
+    gov = SpinGovernor(configured=50, apply=applied.append, read=m.sample, clock=lambda: m.t)
     m.others = 2.0
     m.advance(1.0)
     gov.tick()
@@ -75,8 +75,8 @@ def test_one_sample_of_load_changes_nothing_and_a_chosen_poll_never_changes():
         m.advance(1.0)
         gov.tick()
     assert applied == []
-    for fixed in (SpinGovernor(configured=50, apply=applied.append, read=m.sample, enabled=False),
-                  SpinGovernor(configured=0, apply=applied.append, read=m.sample)):  # already sleeps
+    for fixed in (SpinGovernor(configured=50, apply=applied.append, read=m.sample, enabled=False, clock=lambda: m.t),
+                  SpinGovernor(configured=0, apply=applied.append, read=m.sample, clock=lambda: m.t)):  # already sleeps
         m.others = 2.0
         for _ in range(4):
             m.advance(1.0)

@@ -42,9 +42,10 @@ def read_sample() -> CpuSample:
     import psutil
 
     t = psutil.cpu_times()
-    idle = t.idle + getattr(t, "iowait", 0.0)
+    # guest time is already inside user time; steal (another VM ran) counts as busy
+    busy = sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
     p = _this_process().cpu_times()
-    return CpuSample(time.monotonic(), sum(t) - idle, p.user + p.system)
+    return CpuSample(time.monotonic(), busy, p.user + p.system)
 
 
 @functools.cache

@@ -11,12 +11,11 @@ import contextlib
 import multiprocessing
 import os
 import statistics
-import sys
-import tempfile
 from dataclasses import dataclass
 
 from edge_infer.bench import llama_server as llama_server_bench
 from edge_infer.bench.http import ServerProcess, Target, free_port, run_http_pass, stream_chat, warm_up
+from edge_infer.bench.memory import edge_infer_defaults
 
 EDIT_FUNCTION = "\n".join([
     "def summarize_orders(orders, tax_rate, discount_codes):",
@@ -109,13 +108,6 @@ def busy_loops(n: int):
             p.join()
 
 
-def edge_infer(model_path) -> ServerProcess:
-    port = free_port()
-    env = {**os.environ, "EDGE_INFER_KV_CACHE": tempfile.mkdtemp(prefix="ei-kv-")}  # runs do not help each other
-    argv = [sys.executable, "-m", "edge_infer", "serve", str(model_path), "--port", str(port), "--only"]
-    return ServerProcess("edge-infer", argv, port, env=env)
-
-
 def llama_server(binary: str, model_path) -> ServerProcess:
     port = free_port()
     argv = [binary, "-m", str(model_path), "--host", "127.0.0.1", "--port", str(port)]
@@ -148,7 +140,7 @@ def code_edit(target: Target, busy: bool = False) -> Measure:
 def run(smol, coder, binary: str, repeats: int, loads: tuple[int, ...], log=print) -> dict:
     """{(loops, workload, system): [Measure, ...]}, systems alternating within each repeat."""
     out: dict = {}
-    makers = {"edge-infer": edge_infer, "llama-server": lambda p: llama_server(binary, p)}
+    makers = {"edge-infer": edge_infer_defaults, "llama-server": lambda p: llama_server(binary, p)}
     for n_loops in loads:
         for rep in range(repeats):
             order = list(makers) if rep % 2 == 0 else list(reversed(makers))

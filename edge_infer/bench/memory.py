@@ -110,15 +110,15 @@ def edge_infer(model_path, threads: int, ctx: int, parallel: int, *flags: str) -
     return ServerProcess("edge-infer " + " ".join([f"--parallel {parallel}", *flags]), argv, port)
 
 
-def edge_infer_defaults(model_path, *flags: str) -> ServerProcess:
+def edge_infer_defaults(model_path, *flags: str, kv_dir=None) -> ServerProcess:
     """`serve MODEL` as a user starts it: only the port given (and `flags`), in its own
-    disk-cache folder so runs do not help each other."""
+    disk-cache folder (`kv_dir`, or a new one) so runs do not help each other."""
     import os
     import tempfile
 
     port = free_port()
     argv = [sys.executable, "-m", "edge_infer", "serve", str(model_path), "--port", str(port), "--only", *flags]
-    env = {**os.environ, "EDGE_INFER_KV_CACHE": tempfile.mkdtemp(prefix="ei-kv-")}
+    env = {**os.environ, "EDGE_INFER_KV_CACHE": str(kv_dir or tempfile.mkdtemp(prefix="ei-kv-"))}
     return ServerProcess("edge-infer " + (" ".join(flags) or "(defaults)"), argv, port, env=env)
 
 

@@ -11,7 +11,6 @@ Passes alternate (disk, no disk, disk, ...); the table shows every run and the m
 from __future__ import annotations
 
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,8 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from edge_infer.bench.http import ServerProcess, free_port
-from edge_infer.bench.memory import Chat, follow_up, history
+from edge_infer.bench.http import ServerProcess
+from edge_infer.bench.memory import Chat, edge_infer_defaults, follow_up, history
 
 FRESH = "Name a colour of the sky at dusk, a fruit that is yellow, and a bird that cannot fly, in a list please."
 
@@ -38,12 +37,7 @@ class RestartRun:
 
 
 def serve(model_path, kv_dir: Path, *flags: str) -> ServerProcess:
-    import os
-
-    port = free_port()
-    argv = [sys.executable, "-m", "edge_infer", "serve", str(model_path), "--port", str(port), "--only", *flags]
-    label = "edge-infer " + (" ".join(flags) or "(defaults)")
-    return ServerProcess(label, argv, port, env={**os.environ, "EDGE_INFER_KV_CACHE": str(kv_dir)})
+    return edge_infer_defaults(model_path, *flags, kv_dir=kv_dir)
 
 
 def conversation(n_lines: int) -> list[dict]:

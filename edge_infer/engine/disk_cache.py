@@ -61,6 +61,7 @@ class DiskCache:
         self.counters = DiskCounters(cap_bytes=cap_bytes)
         self._index: dict[tuple[int, ...], _Entry] = {}
         self._seen: dict[str, int] = {}   # file name -> mtime_ns when its header was read
+        self._folder_mtime: int | None = None  # the folder's when it was last scanned
         self._lock = threading.Lock()     # the index: engine thread and writer thread
         self._queue: queue.Queue = queue.Queue()
         self._queued_bytes = 0
@@ -172,7 +173,7 @@ class DiskCache:
             mtime = self.folder.stat().st_mtime_ns
         except OSError:
             return
-        if mtime != getattr(self, "_folder_mtime", None):
+        if mtime != self._folder_mtime:
             self._folder_mtime = mtime
             self.scan()
 

@@ -50,8 +50,10 @@ class EngineSettings:
     # The disk tier under it: "2GiB", "0" = off, "" = a few GiB, at most a tenth of the free disk.
     disk_cache: str = ""
     # N-gram speculation (prompt lookup): up to this many drafted tokens verified per step
-    # for each request that does not choose itself (0 = off). Output is unchanged either way.
-    draft_max: int = 0
+    # for each request that does not choose itself (0 = off). Output is unchanged either way;
+    # on by default because the drafter drafts only while its drafts are accepted and a step
+    # has room (engine/ngram.py, engine/step_cost.py), so plain text pays nothing for it.
+    draft_max: int = 16
     # Reasoning tokens a chat reply may write inside its <think> block before the engine closes
     # it and the model answers (-1 = no limit; a request may set its own).
     reasoning_budget: int = -1

@@ -137,7 +137,7 @@ def run_ladder(models: list, *, n_tokens: int = 512, threads: int | None = None,
         raise ValueError("no models to compare")
     models = sorted(models, key=lambda m: (precision_key(m.quant), m.size), reverse=True)
     text, source = eval_text()
-    settings = EngineSettings.from_env(ctx=n_tokens + 64, parallel=1, n_batch=512,
+    settings = EngineSettings.from_env(ctx=n_tokens + 64, parallel=1, n_batch=512, disk_cache="0",
                                        **({"n_threads": threads} if threads else {}))
     ladder = Ladder(model=models[0].family, text_source=source,
                     text_sha256=hashlib.sha256(text.encode()).hexdigest(), n_tokens=0,
@@ -193,7 +193,7 @@ def run_kv_ladder(path, kv_types=("f16", "q8_0", "q4_0"), *, n_tokens: int = 512
     kv_types = parse_kv_types(kv_types)
     info = read_model_info(path)
     text, source = eval_text()
-    base = EngineSettings.from_env(ctx=n_tokens + 64, parallel=1, n_batch=512,
+    base = EngineSettings.from_env(ctx=n_tokens + 64, parallel=1, n_batch=512, disk_cache="0",
                                    **({"n_threads": threads} if threads else {}))
     if base.flash_attn == "auto" and any(t not in ("f16", "bf16") for t in kv_types):
         base = replace(base, flash_attn="on")  # quantized V needs it; the same for every row

@@ -9,7 +9,8 @@ from edge_infer.commands.common import add_model_arg, resolve_model
 def register(sub) -> None:
     p = sub.add_parser("bench-spec", help="n-gram speculation on vs off: tok/s, acceptance, same output")
     add_model_arg(p)
-    p.add_argument("--draft-max", type=int, default=16, help="drafted tokens per step, at most (default 16)")
+    p.add_argument("--draft-max", type=int, default=16,
+                   help="drafted tokens per step, at most, for the 'on' requests (default 16, as serve's)")
     p.add_argument("--workloads", default="quote,edit,plain", help="comma-separated: quote, edit, plain")
     p.add_argument("--clients", type=int, default=8, help="clients for the batched plain pass (0 = skip)")
     p.add_argument("--max-tokens", type=int, default=160)
@@ -36,18 +37,16 @@ def main(args) -> int:
         passes.append(("plain", args.clients))
     rows = []
     for workload, clients in passes:
-        # Fresh engines per pass: in the shared KV pool a sequence's logits shift slightly with
-        # where its cells lie among earlier histories, which can flip a greedy near-tie with or
-        # without speculation; fresh pairs compare speculation alone.
-        engines = [Engine(path, EngineSettings.from_env(ctx=args.ctx, parallel=max(1, args.clients),
-                                                        n_threads=args.threads, draft_max=d), name=name)
-                   for d in (0, args.draft_max)]
-        try:
-            for e in engines:  # warm up: first decodes pay for page faults and thread start
-                e.generate(spec.Request(prompt="Hello", sampling=spec.SamplingParams(temperature=0.0, max_tokens=8)))
-            rows.append(spec.measure(*engines, workload, clients, args.max_tokens, args.repeat))
+        # A fresh engine per pass: in the shared KV pool a sequence's logits shift slightly with
+        # where its cells lie among earlier histories, which can flip a greedy near-tie; no disk
+        # tier, so nothing an earlier run saved is restored.
+        engine = Engine(path, EngineSettings.from_env(ctx=args.ctx, parallel=max(1, args.clients),
+                                                      n_threads=args.threads, draft_max=args.draft_max,
+                                                      disk_cache="0"), name=name)
+        try:  # warm up: first decodes pay for page faults and thread start
+            engine.generate(spec.Request(prompt="Hello", sampling=spec.SamplingParams(temperature=0.0, max_tokens=8)))
+            rows.append(spec.measure(engine, workload, clients, args.max_tokens, args.repeat))
         finally:
-            for e in engines:
-                e.close()
+            engine.close()
     print(spec.table(rows, args.draft_max))
     return 0

@@ -19,7 +19,9 @@ def state_key(model_path: Path, settings: EngineSettings, identity: str | None) 
     """What a saved state is valid for. Without a manifest's sha256, the file's size and
     modification time stand for its identity (a replaced file changes them)."""
     real = Path(model_path).resolve()
-    if not identity:
+    if identity:
+        identity = f"sha256={identity}"
+    else:
         st = real.stat()
         identity = f"size={st.st_size} mtime_ns={st.st_mtime_ns}"
     layout = (f"k={settings.cache_type_k} v={settings.cache_type_v} fa={settings.flash_attn} "

@@ -32,15 +32,22 @@ class BadStateFile(Exception):
 class StateKey:
     """What must match for a saved state to be valid here."""
     model: str       # the model file's path (which file a stale state belonged to)
-    model_id: str    # its identity: sha256 from the store's manifest, else size and mtime
+    model_id: str    # its identity: "sha256=..." from the store's manifest, else "size=... mtime_ns=..."
     layout: str      # KV types, flash attention (V layout), sliding-window mode, llama.cpp version
 
     def stale_for(self, current: "StateKey") -> bool:
-        """Saved for the same model file when it held other weights (it was replaced)."""
-        return self.model == current.model and self.model_id != current.model_id
+        """Saved for the same model file when it held other weights (it was replaced). Only
+        identities of one kind are compared: an engine opened outside the host (a benchmark)
+        knows the file by size and mtime, and must not delete the host's sha256-keyed states."""
+        return (self.model == current.model and self.model_id != current.model_id
+                and _id_kind(self.model_id) == _id_kind(current.model_id))
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _id_kind(model_id: str) -> str:
+    return model_id.split("=", 1)[0]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from edge_infer.engine.kv_file import SUFFIX, StateKey, read_header
 from edge_infer.plan.cache_sizes import RAM_CEILING, RAM_FLOOR, disk_cache_bytes, prompt_cache_bytes
 from edge_infer.units import GiB, MiB
 
-KEY = StateKey(model="/models/smol.gguf", model_id="sha-1", layout="k=f16 v=f16")
+KEY = StateKey(model="/models/smol.gguf", model_id="sha256=1", layout="k=f16 v=f16")
 
 
 def state(n_tokens: int, nbytes: int, seed: int = 0) -> tuple[tuple[int, ...], bytearray]:
@@ -80,14 +80,25 @@ def test_a_state_of_a_replaced_model_file_is_deleted_and_another_layouts_is_kept
     written(tmp_path, 64 * MiB, KEY, (tokens, data)).close()
     q8 = StateKey(KEY.model, KEY.model_id, "k=q8_0 v=q8_0")
     written(tmp_path, 64 * MiB, q8, (tokens, data)).close()
-    other_model = StateKey("/models/other.gguf", "sha-9", KEY.layout)
+    other_model = StateKey("/models/other.gguf", "sha256=9", KEY.layout)
     written(tmp_path, 64 * MiB, other_model, (tokens, data)).close()
     assert len(files(tmp_path)) == 3
-    replaced = StateKey(KEY.model, "sha-2", KEY.layout)  # the same file now holds other weights
+    replaced = StateKey(KEY.model, "sha256=2", KEY.layout)  # the same file now holds other weights
     cache = DiskCache(tmp_path, 64 * MiB, replaced)
     assert cache.peek(tokens) == 0
     left = {read_header(p)[0].key for p in files(tmp_path)}
     assert left == {other_model}  # both of the old file's states went; another model's stays
+    cache.close()
+
+
+def test_an_identity_of_another_kind_is_not_judged_stale(tmp_path):
+    """A benchmark's engine knows a store model by size and mtime, the host by its sha256:
+    neither may delete the other's states of the same file."""
+    tokens, data = state(80, 1024)
+    written(tmp_path, 64 * MiB, KEY, (tokens, data)).close()
+    by_stat = StateKey(KEY.model, "size=100 mtime_ns=5", KEY.layout)
+    cache = DiskCache(tmp_path, 64 * MiB, by_stat)
+    assert cache.peek(tokens) == 0 and len(files(tmp_path)) == 1
     cache.close()
 
 

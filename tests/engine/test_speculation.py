@@ -36,7 +36,7 @@ def greedy(max_tokens=64, **kw):
 
 
 def test_greedy_output_with_speculation_equals_without(make_engine):
-    plain = make_engine(ctx=2048)
+    plain = make_engine(ctx=2048, draft_max=0)
     spec = steady(make_engine(ctx=2048, draft_max=8))
     for prompt in (COPY, PLAIN):
         want = plain.generate(Request(prompt=prompt, sampling=greedy()))
@@ -56,13 +56,13 @@ def test_a_request_opts_in_or_out(make_engine):
     spec = steady(make_engine(ctx=2048, draft_max=8))
     spec.generate(Request(prompt=COPY, sampling=greedy(), draft_max=0))
     assert spec.snapshot().draft_tokens_total == 0
-    off = make_engine(ctx=2048)
+    off = make_engine(ctx=2048, draft_max=0)
     off.generate(Request(prompt=COPY, sampling=greedy(), draft_max=6))
     assert off.snapshot().draft_accepted_total > 0
 
 
 def test_max_tokens_and_stop_strings_end_inside_a_draft(make_engine):
-    plain = make_engine(ctx=2048)
+    plain = make_engine(ctx=2048, draft_max=0)
     spec = steady(make_engine(ctx=2048, draft_max=16))
     for sampling in (greedy(max_tokens=7), greedy(max_tokens=40, stop=["lens"])):
         want = plain.generate(Request(prompt=COPY, sampling=sampling))
@@ -101,7 +101,7 @@ def test_concurrent_speculating_sequences_stay_exact(make_engine):
 
 
 def test_seeded_sampling_draws_the_same_tokens(make_engine):
-    plain = make_engine(ctx=2048)
+    plain = make_engine(ctx=2048, draft_max=0)
     spec = steady(make_engine(ctx=2048, draft_max=8))
     sampling = SamplingParams(temperature=0.7, seed=11, max_tokens=48)
     want = plain.generate(Request(prompt=COPY, sampling=sampling))

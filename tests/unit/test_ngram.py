@@ -1,11 +1,11 @@
 """N-gram drafting, its acceptance estimate, the step cost fit, and where the scheduler lets
 drafts into a batch (fake sequences, no model)."""
 
-from edge_infer.engine.ngram import MAX_DRAFT, PRIOR, NgramDrafter
+from edge_infer.engine.ngram import MAX_DRAFT, PRIOR, PRIORS, NgramDrafter
 from edge_infer.engine.sampling import SamplingParams
 from edge_infer.engine.scheduler import MAX_DRAFT_TOKENS_PER_STEP, Scheduler
 from edge_infer.engine.sequence import Request, Sequence, Status
-from edge_infer.engine.step_cost import PRIOR_RATIO, StepCost
+from edge_infer.engine.step_cost import MARGIN, PRIOR_RATIO, StepCost
 
 
 def test_drafts_what_followed_the_longest_matching_suffix():
@@ -48,20 +48,35 @@ def test_sync_follows_the_generated_tokens():
 
 
 def test_acceptance_estimate_sets_the_draft_length():
-    d = NgramDrafter(list(range(100)) + list(range(5)), max_draft=MAX_DRAFT)
-    assert d.p == PRIOR
-    assert d.worth_drafting(0.6) == 1              # 0.75 >= 0.6 > 0.75**2
+    d = NgramDrafter(list(range(100)) + list(range(5)), max_draft=MAX_DRAFT)   # ends with a 4-token match
+    assert d.p[4] == PRIOR
+    assert d.worth_drafting(0.6, 4) == 1              # 0.75 >= 0.6 > 0.75**2
+    assert len(d.draft(32, threshold=0.6)) == 1
     for _ in range(6):
-        d.record(4, 4)                             # a copy: every drafted token accepted
-    assert d.p > 0.95 and d.worth_drafting(0.6) >= 10
-    assert len(d.draft(32, threshold=0.6)) == d.worth_drafting(0.6)
+        d.record(4, 4)                                # a copy: every drafted token accepted
+    assert d.p[4] > 0.95 and d.worth_drafting(0.6, 4) >= 10
+    assert len(d.draft(32, threshold=0.6)) == d.worth_drafting(0.6, 4)
     for _ in range(8):
-        d.record(2, 0)                             # the text went its own way
-    assert d.worth_drafting(0.6) == 0 and d.draft(32, threshold=0.6) == []
-    before = d.p
-    d.draft(32, threshold=0.6)                     # lookups without drafting: p drifts back up
-    assert before < d.p < PRIOR
+        d.record(2, 0)                                # the text went its own way
+    assert d.worth_drafting(0.6, 4) == 0 and d.draft(32, threshold=0.6) == []
+    before = d.p[4]
+    d.draft(32, threshold=0.6)                        # matches not worth drafting: p drifts back up
+    assert before < d.p[4] < PRIOR
     assert d.drafted == 40 and d.accepted == 24
+
+
+def test_each_match_length_keeps_its_own_estimate():
+    """Short matches guessing badly on open text must not stop long ones from drafting a copy;
+    and a short match starts less trusted (PRIORS)."""
+    d = NgramDrafter([1, 2, 3, 4, 5, 6, 7, 8, 50, 7, 8], max_draft=MAX_DRAFT)  # ends with a 2-token match
+    assert PRIORS[2] < PRIORS[4]
+    assert d.draft(8, threshold=0.6) == []              # a CPU's threshold: a 2-token match is not worth it
+    assert d.draft(8, threshold=0.4) == [50]            # a cheap step's: it is
+    for _ in range(6):
+        d.record(1, 0)
+    assert d.p[2] < 0.4 and d.draft(8, threshold=0.4) == []
+    d.extend([1, 2, 3, 4])                              # now a 4-token match: its estimate is untouched
+    assert d.p[4] == PRIORS[4] and d.draft(8, threshold=0.4) == [5, 6, 7]   # 0.75**3 >= 0.4 > 0.75**4
 
 
 def test_step_cost_fits_fixed_and_per_token_time():
@@ -75,7 +90,7 @@ def test_step_cost_fits_fixed_and_per_token_time():
     assert abs(cost.ratio() - 0.5) < 0.01
     cost.observe(512, 5.0)               # a prompt chunk does not move the fit
     assert abs(cost.ratio() - 0.5) < 0.01
-    assert abs(cost.threshold(1, 1) - 1 / 1.5) < 0.01
+    assert abs(cost.threshold(1, 1) - MARGIN / 1.5) < 0.01
     assert cost.threshold(8, 8) > 0.9    # a busy batch drafts only near-certain tokens
     assert cost.threshold(3, 0) == 1.0
 

@@ -107,8 +107,9 @@ class StatsPane(Widget):
 
 
 def _speculation_text(snap) -> str:
-    """Shown once speculation is on or has run (a request may opt in on its own)."""
-    if not snap.draft_max and not snap.draft_tokens_total:
+    """Shown once drafts have run (speculation is on by default, and drafts only where they pay:
+    plain chat may draft nothing, which needs no line)."""
+    if not snap.draft_tokens_total:
         return ""
     return (f"\nn-gram drafts: {snap.draft_acceptance:.0%} accepted "
             f"({snap.draft_accepted_total} of {snap.draft_tokens_total} tokens)")

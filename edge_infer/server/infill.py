@@ -47,6 +47,7 @@ class InfillRequest(Body):
     stop: list[str] | None = None
     stream: bool = False
     keep_alive: str | float | None = None
+    speculative: bool | int | None = None   # as on the OpenAI routes: n-gram drafts on/off/length
 
 
 def completion_fields(body: InfillRequest, tokens: list[int]) -> dict:
@@ -54,7 +55,7 @@ def completion_fields(body: InfillRequest, tokens: list[int]) -> dict:
     fields = {"model": body.model, "prompt": tokens, "max_tokens": limit, "stream": body.stream,
               "stop": body.stop, "keep_alive": body.keep_alive}
     sampling = {"temperature": body.temperature, "top_k": body.top_k, "top_p": body.top_p, "min_p": body.min_p,
-                "seed": body.seed}
+                "seed": body.seed, "speculative": body.speculative}
     return fields | {k: v for k, v in sampling.items() if v is not None}
 
 

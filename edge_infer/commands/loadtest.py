@@ -96,11 +96,12 @@ def _systems(args, levels, path, threads):
 
     binary = llama_server.build()
     from edge_infer.plan.cache_sizes import prompt_cache_bytes
+    from edge_infer.units import MiB
 
     # The same RAM prompt cache (ours is auto-sized; llama-server's -1 would mean unlimited),
     # and no disk tier: llama-server has none, and ours would restore earlier runs' prompts.
     cells = args.ctx * slots
-    cache_mib = prompt_cache_bytes(EngineSettings().prompt_cache_mib) // (1024 * 1024)
+    cache_mib = prompt_cache_bytes(EngineSettings().prompt_cache_mib) // MiB
     return (lambda: ServerProcess.ours(path, threads, args.ctx, slots, "--kv-budget", f"{cells}cells",
                                        "--prompt-cache-mib", str(cache_mib), "--disk-cache", "0"),
             lambda: llama_server.process(binary, path, threads, cells, slots, cache_mib, label="llama-server"))

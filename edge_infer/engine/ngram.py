@@ -27,7 +27,6 @@ MAX_DRAFT = 32        # tokens drafted per step for one sequence, at most
 # n tokens earned on open questions (bench plain, SmolLM2: 40-46% / 28-59% / 64-73% accepted). Where a step
 # is cheap for its fixed cost (a GPU: a low threshold) the short matches draft too.
 PRIORS = {2: 0.45, 3: 0.55, 4: 0.75}
-PRIOR = PRIORS[MAX_N]
 ALPHA = 0.15          # weight of each verified token in p[n] (about the last seven count)
 RECOVER = 0.02        # per match not worth drafting: p[n] drifts back, so a copy later is found
 

@@ -1,7 +1,7 @@
 """N-gram drafting, its acceptance estimate, the step cost fit, and where the scheduler lets
 drafts into a batch (fake sequences, no model)."""
 
-from edge_infer.engine.ngram import MAX_DRAFT, PRIOR, PRIORS, NgramDrafter
+from edge_infer.engine.ngram import MAX_DRAFT, PRIORS, NgramDrafter
 from edge_infer.engine.sampling import SamplingParams
 from edge_infer.engine.scheduler import MAX_DRAFT_TOKENS_PER_STEP, Scheduler
 from edge_infer.engine.sequence import Request, Sequence, Status
@@ -49,7 +49,7 @@ def test_sync_follows_the_generated_tokens():
 
 def test_acceptance_estimate_sets_the_draft_length():
     d = NgramDrafter(list(range(100)) + list(range(5)), max_draft=MAX_DRAFT)   # ends with a 4-token match
-    assert d.p[4] == PRIOR
+    assert d.p[4] == PRIORS[4]
     assert d.worth_drafting(0.6, 4) == 1              # 0.75 >= 0.6 > 0.75**2
     assert len(d.draft(32, threshold=0.6)) == 1
     for _ in range(6):
@@ -61,7 +61,7 @@ def test_acceptance_estimate_sets_the_draft_length():
     assert d.worth_drafting(0.6, 4) == 0 and d.draft(32, threshold=0.6) == []
     before = d.p[4]
     d.draft(32, threshold=0.6)                        # matches not worth drafting: p drifts back up
-    assert before < d.p[4] < PRIOR
+    assert before < d.p[4] < PRIORS[4]
     assert d.drafted == 40 and d.accepted == 24
 
 

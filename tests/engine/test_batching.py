@@ -28,7 +28,9 @@ def kl(p_log: np.ndarray, q_log: np.ndarray) -> float:
 
 
 def test_batched_distributions_match_solo(make_engine):
-    batched = make_engine(parallel=8)
+    # No drafts: whether one is made follows measured step times, so the batch shapes
+    # (and the logits' rounding) would differ from run to run.
+    batched = make_engine(parallel=8, draft_max=0)
     greedy = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
     streams = [batched.submit(Request(prompt=p, sampling=greedy, capture_logprobs=True)) for p in PROMPTS]
     together = [s.result() for s in streams]

@@ -108,3 +108,20 @@ def test_seeded_sampling_draws_the_same_tokens(make_engine):
     got = spec.generate(Request(prompt=COPY, sampling=sampling))
     assert got.tokens == want.tokens
     assert spec.snapshot().draft_accepted_total > 0
+
+
+def test_drafting_sequences_in_a_full_pool_are_preempted_and_resume_exact(make_engine):
+    # 4 copying sequences of ~200 tokens in a 256-cell pool: drafts ask for cells the pool
+    # lacks, sequences are preempted (their draft cells with them) and resume.
+    spec = steady(make_engine(ctx=256, parallel=4, kv_budget="256cells", draft_max=8))
+    prompts = [COPY, COPY.replace("lighthouse", "harbour"), COPY.replace("evening", "morning"),
+               COPY.replace("Ships", "Boats")]
+    streams = [spec.submit(Request(prompt=p, sampling=greedy(110, ignore_eos=True))) for p in prompts]
+    results = [s.result() for s in streams]
+    assert [r.finish_reason for r in results] == ["length"] * 4, [r.error for r in results]
+    snap = spec.snapshot()
+    assert snap.kv_preemptions_total >= 1 and snap.draft_accepted_total > 0
+    solo = make_engine(ctx=256, draft_max=0)
+    for prompt, r in zip(prompts, results):
+        assert len(r.tokens) == 110
+        model_choice_up_to_a_tie(solo, prompt, r.tokens)

@@ -13,6 +13,11 @@ slots, KV types, GPU layers) is set per model, once; sampling stays per request.
     keep_alive = -1          # stay until memory is needed
     pin = true               # never unloaded to make room
 
+    [models.big]             # served elsewhere (vLLM, llama-server, Ollama, edge-infer)
+    remote = ["http://gpu-box:8000/v1", "http://gpu-box-2:8000/v1"]
+    remote_model = "Qwen/Qwen2.5-72B-Instruct"   # its name there (default: this name)
+    api_key_env = "BIG_API_KEY"                  # or api_key_file = "~/.config/big.key"
+
 Unknown keys and bad values are refused when the server starts, naming the key.
 """
 
@@ -23,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from edge_infer.errors import EdgeInferError
 from edge_infer.host.keep_alive import KeepAliveError, parse_keep_alive
@@ -41,6 +46,9 @@ def _seconds(value) -> float | None:
         return parse_keep_alive(value)
     except KeepAliveError as exc:
         raise ValueError(str(exc)) from None
+
+
+REMOTE_KEYS = ("remote", "remote_model", "api_key_env", "api_key_file", "timeout", "health_interval")
 
 
 class ModelEntry(BaseModel):
@@ -62,6 +70,37 @@ class ModelEntry(BaseModel):
     chat_template: str | None = None  # a Jinja chat template file instead of the model's own
     keep_alive: float | None = None  # seconds (FOREVER = until memory is needed)
     pin: bool = False
+    # A model served elsewhere (remote.RemoteModel): its base URLs, its name there, a key.
+    remote: list[str] | None = Field(None, min_length=1)
+    remote_model: str | None = None
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    timeout: float | None = Field(None, gt=0)          # seconds a remote request may take
+    health_interval: float | None = Field(None, gt=0)  # seconds between a remote's health checks
+
+    @field_validator("remote")
+    @classmethod
+    def _urls(cls, v):
+        for url in v or ():
+            if not url.startswith(("http://", "https://")) or len(url) < 10:
+                raise ValueError(f"{url!r} is not an http:// or https:// URL")
+        return v
+
+    @model_validator(mode="after")
+    def _remote_or_local(self):
+        remote_only = REMOTE_KEYS[1:]
+        if self.remote is None:
+            given = [k for k in remote_only if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} only apply with remote = [URL, ...]")
+            return self
+        local = [k for k in type(self).model_fields if k not in (*remote_only, "remote")
+                 and getattr(self, k) not in (None, False)]
+        if local:
+            raise ValueError(f"a remote model is loaded elsewhere: {', '.join(local)} do not apply to it")
+        if self.api_key_env and self.api_key_file:
+            raise ValueError("give api_key_env or api_key_file, not both")
+        return self
 
     @field_validator("cache_type_k", "cache_type_v")
     @classmethod
@@ -91,7 +130,7 @@ class ModelEntry(BaseModel):
     def apply(self, settings):
         """EngineSettings with this entry's load-time keys over `settings`."""
         values = {"n_threads" if k == "threads" else k: v
-                  for k, v in self.model_dump(exclude={"keep_alive", "pin"}).items() if v is not None}
+                  for k, v in self.model_dump(exclude={"keep_alive", "pin", *REMOTE_KEYS}).items() if v is not None}
         return replace(settings, **values)
 
 

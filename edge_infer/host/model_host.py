@@ -32,6 +32,7 @@ from edge_infer.host.residency import (Budget, Candidate, Footprint, choose_evic
 from edge_infer.host.seams import locate_model, open_engine, unlimited
 from edge_infer.host.sources import Source, find_installed, installed_sources, names_of
 from edge_infer.host.templates import resident_template, template_for
+from edge_infer.remote import RemoteModels
 
 if TYPE_CHECKING:
     from edge_infer.engine import ServedEngine
@@ -56,6 +57,7 @@ class ModelHost:
         self.settings = settings or EngineSettings.from_env()  # for models loaded on demand
         self.config = config or ModelsConfig()
         self.keep_alive = keep_alive if self.config.defaults.keep_alive is None else self.config.defaults.keep_alive
+        self.remotes = RemoteModels.from_config(self.config)  # models served elsewhere (edge_infer.remote)
         self.max_waiting, self.on_demand = max_waiting, on_demand
         self._models: list[Resident] = []        # loaded and loading, in load order
         self._known: dict[str, Resident] = {}    # every model loaded once: how to load it again
@@ -329,6 +331,7 @@ class ModelHost:
         return due, min((m.expires_at for m in self._models if m.expires_at != math.inf), default=math.inf)
 
     def close(self) -> None:
+        self.remotes.close()
         with self._cond:
             self._closed = True
             gone, self._models = self._models, []

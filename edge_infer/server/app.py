@@ -40,6 +40,7 @@ from edge_infer.server.ollama import ollama_routes
 from edge_infer.server.openai_responses import ResponsesAPI
 from edge_infer.server.response_store import ResponseStore
 from edge_infer.server.openai_wire import ChatWire, TextWire, TokenText, usage
+from edge_infer.server.remote_proxy import RemoteProxy, remote_aware, remote_cards, remote_health
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse
 from edge_infer.server.sse import stream_job
 from edge_infer.server.tokens import token_routes
@@ -59,6 +60,8 @@ class Server:
         self.response_store = ResponseStore()  # the Responses API's stored responses (server.openai_responses)
         self.metrics = Metrics(host, self.response_store)
         self.leases = Leases(host)
+        self.remotes = host.remotes  # models served elsewhere: forwarded (server.remote_proxy)
+        self.remote_proxy = RemoteProxy(self.remotes) if self.remotes else None
         self._texts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # engine -> TokenText
 
     # ---- plumbing ---------------------------------------------------------------------
@@ -118,28 +121,34 @@ class Server:
 
     # ---- routes -----------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
+        remotes = {"remotes": remote_health(self.remotes)} if self.remotes else {}
         loaded = self.host.current or next(iter(self.host.loaded()), None)
         if loaded is None:
             if self.host.on_demand and self.host.servable_names():  # loads on the first request
-                return SafeJSONResponse({"status": "ok", "model": None, "loaded": []})
-            return SafeJSONResponse({"status": "no model", "model": None}, status_code=503)
+                return SafeJSONResponse({"status": "ok", "model": None, "loaded": [], **remotes})
+            if any(m.healthy for m in self.remotes.models.values()):
+                return SafeJSONResponse({"status": "ok", "model": None, "loaded": [], **remotes})
+            return SafeJSONResponse({"status": "no model", "model": None, **remotes}, status_code=503)
         engine = loaded.engine
         snap = engine.snapshot()
         state = engine.state
         body = {"status": {"ok": "ok", "stalled": "stalled"}.get(state, "error"), "model": loaded.name,
                 "slots": snap.n_slots, "slots_busy": snap.slots_busy, "queued": snap.queued,
-                "loaded": self.host.names()}
+                "loaded": self.host.names(), **remotes}
         if state != "ok":
             body["engine"] = state
         return SafeJSONResponse(body, status_code=200 if state == "ok" else 503)
 
     async def models(self, request: Request) -> Response:
         self.check_key(request)
-        return SafeJSONResponse({"object": "list", "data": [self._model_card(m) for m in self.host.listing()]})
+        cards = [self._model_card(m) for m in self.host.listing()] + remote_cards(self.remotes, self.created)
+        return SafeJSONResponse({"object": "list", "data": cards})
 
     async def model_card(self, request: Request) -> Response:
         self.check_key(request)
         name = request.path_params["model"]
+        if (remote := self.remotes.find(name)) is not None:
+            return SafeJSONResponse(next(c for c in remote_cards(self.remotes, self.created) if c["id"] == remote.name))
         loaded = self.host.find(name)  # a loaded model answers to its aliases too
         wanted = loaded.name if loaded is not None else name
         for m in self.host.listing():
@@ -222,6 +231,8 @@ def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_
     metrics = srv.metrics
 
     def counted(endpoint: str, handler):
+        handler = remote_aware(srv, endpoint, handler)  # a request naming a remote model goes there
+
         async def route(request: Request) -> Response:
             try:
                 response = await handler(request)
@@ -260,6 +271,7 @@ def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_
     app = Starlette(routes=bare_twins(routes), exception_handlers={HTTPException: http_error, Exception: server_error},
                     middleware=cors(cors_origins) + [Middleware(HeaderLimit)])
     app.state.server = srv
+    srv.remotes.start()  # their health checks
     return app
 
 

@@ -10,7 +10,7 @@ its own registry: several servers (tests) can live in one process.
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
 from edge_infer.engine import RequestStats
 
@@ -121,6 +121,37 @@ class EngineCollector:
         yield from (used, free, total, layers)
 
 
+class RemoteCollector:
+    """Per remote model and upstream URL: whether it answers, requests in flight, requests,
+    errors and latency (request to last byte), read from edge_infer.remote at scrape time."""
+
+    def __init__(self, remotes):
+        self.remotes = remotes
+
+    def collect(self):
+        labels = ["model", "url"]
+        up = GaugeMetricFamily("edge_infer_remote_up", "1 while the upstream answers (requests, health checks)",
+                               labels=labels)
+        flight = GaugeMetricFamily("edge_infer_remote_in_flight", "Requests forwarded and not yet answered",
+                                   labels=labels)
+        requests = CounterMetricFamily("edge_infer_remote_requests", "Requests forwarded that ended",
+                                       labels=labels)
+        errors = CounterMetricFamily("edge_infer_remote_errors",
+                                     "Forwarded requests that failed (unreachable, dropped, timed out, 5xx)",
+                                     labels=labels)
+        latency = SummaryMetricFamily("edge_infer_remote_latency_seconds",
+                                      "Forwarded requests answered: seconds until their last byte", labels=labels)
+        for m in self.remotes.models.values():
+            for u in m.upstreams:
+                key = [m.name, u.url]
+                up.add_metric(key, 1 if u.up else 0)
+                flight.add_metric(key, u.in_flight)
+                requests.add_metric(key, u.requests)
+                errors.add_metric(key, u.errors)
+                latency.add_metric(key, count_value=u.latency_count, sum_value=u.latency_sum)
+        yield from (up, flight, requests, errors, latency)
+
+
 class StoreCollector:
     """The Responses API's store: how many responses, how many bytes, how many evicted."""
 
@@ -151,6 +182,8 @@ class Metrics:
         self.duration = Histogram("edge_infer_request_duration_seconds", "Submit until the last token",
                                   buckets=_LATENCY, registry=r)
         r.register(EngineCollector(host))
+        if getattr(host, "remotes", None):
+            r.register(RemoteCollector(host.remotes))
         if response_store is not None:
             r.register(StoreCollector(response_store))
 

@@ -88,6 +88,10 @@ class OllamaAPI:
                 info = self.info_of(m["path"])
                 size = m.get("size_bytes") or (info.file_size if info is not None else 0)
                 out.append(wire.model_entry(m["name"], m["path"], size, info))
+            for m in self.host.remotes.listing():  # served elsewhere, as Ollama lists its cloud models
+                ups = [u["url"] for u in m["upstreams"]]
+                out.append({**wire.model_entry(m["name"], "remote:" + ",".join(ups), 0, None),
+                            "remote_model": m["remote_model"], "remote_host": ups[0][:-3]})
             return out
         return SafeJSONResponse({"models": await asyncio.to_thread(build)})
 

@@ -19,7 +19,7 @@ RANK = {
     "gguf": 1,
     "plan": 2,
     "chat": 3,
-    "engine": 4, "store": 4,
+    "engine": 4, "store": 4, "remote": 4,
     "host": 5,
     "bench": 6,
     "server": 7,

@@ -84,7 +84,7 @@ def main(args) -> int:
                 f"{host.budget}" if host.on_demand and others > 0 else "")
         print(f"edge-infer: serving {engine.name} at {where}\n  {s.parallel} slots x {engine.n_ctx_seq} "
               f"tokens, {s.n_threads} threads, {where_layers(engine)}, API key {'required' if key else 'off'}"
-              f"{more}\n  {cache_line(engine)}; Ctrl-C stops", file=sys.stderr, flush=True)
+              f"{more}\n  {cache_line(engine)}{remote_lines(host)}; Ctrl-C stops", file=sys.stderr, flush=True)
         uvicorn_server(app, args.log_level).run(sockets=[sock])
     finally:
         sock.close()
@@ -93,6 +93,12 @@ def main(args) -> int:
         if host is not None:
             host.close()
     return 0
+
+
+def remote_lines(host) -> str:
+    """One line per remote model of the models config: its name here, there, and where."""
+    return "".join(f"\n  remote model {m.name} (as {m.remote_model} at {', '.join(u.url for u in m.upstreams)})"
+                   for m in host.remotes.models.values())
 
 
 def cache_line(engine) -> str:

@@ -47,6 +47,22 @@ class EdgeInferCommands(Provider):
                 yield Hit(score, matcher.highlight(name), callback, help=help_text)
 
 
+def tui_models_config():
+    """(the models config, None) or (an empty one, why the file was not used): the app opens
+    either way and says why."""
+    from edge_infer.errors import EdgeInferError
+    from edge_infer.host.model_config import ModelsConfig, load_models_config
+    from edge_infer.paths import models_config_path
+    from edge_infer.remote import RemoteModels
+
+    try:
+        config = load_models_config(models_config_path())
+        RemoteModels.from_config(config)  # its keys are readable
+        return config, None
+    except EdgeInferError as exc:
+        return ModelsConfig(), str(exc)
+
+
 class EdgeInferApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "edge-infer"
@@ -62,7 +78,9 @@ class EdgeInferApp(App):
         self.model_spec = model
         self.default_settings = settings or EngineSettings.from_env(parallel=4)
         self.conversations = conversations or ConversationStore()
-        self.host = ModelHost(settings=self.default_settings)  # also for models loaded on demand
+        # The models config as `serve` reads it: per-model settings and remote models.
+        config, self.config_error = tui_models_config()
+        self.host = ModelHost(settings=self.default_settings, config=config)  # also for models loaded on demand
         self._load_on_start = load_model
 
     def compose(self) -> ComposeResult:
@@ -79,6 +97,9 @@ class EdgeInferApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.config_error:
+            self.notify(self.config_error, title="Models config not used", severity="error", timeout=15)
+        self.host.remotes.start()  # health checks of the remote models, for the Server and Stats tabs
         self.sub_title = "loading model…" if self._load_on_start else "no model loaded"
         if self._load_on_start:
             self.load_model(self.model_spec, self.default_settings)

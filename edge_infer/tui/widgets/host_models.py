@@ -29,6 +29,8 @@ UNLIMITED = 1 << 60  # a budget this large is "no limit" (the host's default)
 def row_cells(e: dict) -> tuple[str, ...]:
     """One listing entry as the table shows it."""
     name = e["name"]
+    if e["state"] == "remote":  # served elsewhere (edge_infer.remote): how many of its servers answer
+        return name, f"⇄ remote, {e['healthy']}/{len(e['upstreams'])} up", "-", str(e["active"]), "", "", "", ""
     if e["state"] == "unloaded":
         return name, "unloaded", "-", "", "", "", "", ""
     ram = human_bytes(e["ram_bytes"]) + (f" + {human_bytes(e['vram_bytes'])} GPU" if e["vram_bytes"] else "")
@@ -82,7 +84,7 @@ class HostModels(Widget):
 
     # ---- the table -----------------------------------------------------------------------
     def refresh_table(self) -> None:
-        listing = self.host.listing()
+        listing = self.host.listing() + [{**m, "path": f"remote:{m['name']}"} for m in self.host.remotes.listing()]
         table = self.query_one("#host-models", DataTable)
         rows = {e["path"]: row_cells(e) for e in listing}
         if list(rows) == list(self.entries):  # same models: update changed cells only
@@ -107,7 +109,7 @@ class HostModels(Widget):
             self.post_message(self.Changed([e["name"] for e in listing if e["state"] == "loading"]))
 
     def _update_title(self, listing: list[dict]) -> None:
-        loaded = [e for e in listing if e["state"] != "unloaded"]
+        loaded = [e for e in listing if e["state"] not in ("unloaded", "remote")]
         text = f"Models on this host · {len(loaded)} loaded"
         if loaded:
             used = self.host.used()
@@ -128,6 +130,10 @@ class HostModels(Widget):
         entry = self.selected()
         if entry is None:
             self.notify("No model selected.", severity="warning")
+            return None
+        if entry["state"] == "remote":
+            where = ", ".join(u["url"] for u in entry["upstreams"])
+            self.notify(f"{entry['name']} is served by {where}: nothing to load, pin or unload here.")
             return None
         if loaded and entry["state"] != "loaded":
             self.notify(f"{entry['name']} is not loaded: load it first (l).", severity="warning")

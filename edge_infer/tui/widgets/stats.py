@@ -51,6 +51,7 @@ class StatsPane(Widget):
             yield Label(id="prefill-label")
             yield Sparkline(list(self.prefill_history), id="prefill-spark")
         yield Static(id="latency")
+        yield Static(id="remotes")
         table = DataTable(id="requests", cursor_type="none")
         table.add_columns("request", "source", "slot", "state", "prompt", "reused", "generated", "tok/s")
         yield table
@@ -60,6 +61,9 @@ class StatsPane(Widget):
         self.poller = self.set_interval(0.5, self.refresh_stats)
 
     def refresh_stats(self) -> None:
+        remotes = self.query_one("#remotes", Static)
+        remotes.update(text := remotes_text(self.host.remotes.listing()))
+        remotes.display = bool(text)  # no remote models: no line
         loaded = self.host.current
         engine = loaded.engine if loaded else None
         if engine is None:
@@ -104,6 +108,18 @@ class StatsPane(Widget):
     def _bar(self, name: str, value: int, total: int, text: str) -> None:
         self.query_one(f"#{name}-bar", ProgressBar).update(total=max(total, 1), progress=value)
         self.query_one(f"#{name}-text", Label).update(text)
+
+
+def remotes_text(remotes: list[dict]) -> str:
+    """A line per server of each remote model: up or out, in flight, requests, errors, latency."""
+    lines = []
+    for m in remotes:
+        for u in m["upstreams"]:
+            p50 = f" · p50 {u['latency_p50_ms']:.0f} ms" if u["latency_p50_ms"] is not None else ""
+            state = "up" if u["up"] else f"[b]out[/b] ({u['last_error']})"
+            lines.append(f"remote {m['name']} · {u['url']}: {state} · {u['in_flight']} in flight · "
+                         f"{u['requests']} requests · {u['errors']} errors{p50}")
+    return "\n".join(lines)
 
 
 def _speculation_text(snap) -> str:

@@ -68,6 +68,10 @@ class EngineSettings:
     # A Jinja chat template file used instead of the one in the GGUF (llama-server's
     # --chat-template-file): for a model whose template lacks tool or thinking support.
     chat_template: str = ""
+    # Other machines' devices for this model (llama.cpp RPC workers, `edge-infer worker`):
+    # "host:port" each. The plan places layers on them by the memory each reports, and the
+    # engine runs in a child process (engine/child.py): a worker lost aborts llama.cpp's client.
+    rpc: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, **overrides) -> "EngineSettings":
@@ -82,6 +86,8 @@ class EngineSettings:
                 values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
             elif f.name in ("chat_template", "gpu_memory"):  # a path or a size: kept as given
                 values[f.name] = raw.strip()
+            elif f.name == "rpc":  # host:port,host:port
+                values[f.name] = tuple(e.strip() for e in raw.split(",") if e.strip())
             elif f.type in ("str", str):
                 values[f.name] = raw.strip().lower()
             elif f.type in ("float", float):

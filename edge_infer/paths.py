@@ -29,6 +29,15 @@ def kv_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)) / "kv"
 
 
+def rpc_cache_dir() -> Path:
+    """A worker's copies of the weights clients sent it (`edge-infer worker`): a second load of
+    the same model sends hashes instead of gigabytes. A cache, safe to delete."""
+    override = os.environ.get("EDGE_INFER_RPC_CACHE")
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)) / "rpc"
+
+
 def models_dir() -> Path:
     """Installed models live here, one folder per model, with a manifest."""
     override = os.environ.get("EDGE_INFER_MODELS")

@@ -32,7 +32,12 @@ BACKENDS = {
     # name: (CMake switch, target, what the user's machine needs to run it)
     "vulkan": ("-DGGML_VULKAN=ON", "ggml-vulkan", "a Vulkan 1.2 driver (GPU vendor's, or Mesa)"),
     "cuda": ("-DGGML_CUDA=ON", "ggml-cuda", "an NVIDIA driver and the CUDA runtime libraries"),
+    # Not a GPU: llama.cpp's RPC backend, the client side of `serve --rpc` and the server side
+    # of `edge-infer worker` (both in this one library; the worker needs no rpc-server binary).
+    "rpc": ("-DGGML_RPC=ON", "ggml-rpc", "nothing: the workers are other machines running `edge-infer worker`"),
 }
+# What we change in the vendored source before building a plug-in; part of its cache key.
+PATCHES = {"rpc": "memcap-1"}
 
 
 def plugin_flags(backend: str) -> list[str]:
@@ -46,7 +51,8 @@ def plugin_flags(backend: str) -> list[str]:
 
 
 def plugin_folder(backend: str) -> Path:
-    return wheel_root() / "plugins" / cache_key([f"plugin={backend}", *plugin_flags(backend)])
+    patch = [f"patch={PATCHES[backend]}"] if backend in PATCHES else []
+    return wheel_root() / "plugins" / cache_key([f"plugin={backend}", *plugin_flags(backend), *patch])
 
 
 def vendored_source(work: Path) -> Path:
@@ -83,6 +89,30 @@ def patch_old_vulkan_headers(llama_cpp: Path) -> bool:
     return True
 
 
+_DEVICE_MEMORY = ("    ggml_backend_dev_memory(dev, &free, &total);\n"
+                  "    response.free_mem = free;\n")
+
+
+def patch_rpc_memory_cap(llama_cpp: Path) -> None:
+    """`edge-infer worker --mem SIZE`: the worker reports at most SIZE (EDGE_INFER_RPC_MEM,
+    bytes) as its device's total, and that less what this connection holds as free, so the
+    client's plan places no more than SIZE of layers there (rpc-server once had --mem; this
+    llama.cpp reports the device's own memory, with no cap)."""
+    path = llama_cpp / "ggml" / "src" / "ggml-rpc" / "ggml-rpc.cpp"
+    text = path.read_text()
+    if _DEVICE_MEMORY not in text:
+        raise SystemExit(f"{path}: the RPC server's get_device_memory changed; update patch_rpc_memory_cap")
+    capped = ("    ggml_backend_dev_memory(dev, &free, &total);\n"
+              "    if (const char * cap_env = std::getenv(\"EDGE_INFER_RPC_MEM\")) {  // edge-infer: worker --mem\n"
+              "        const size_t cap = (size_t) std::strtoull(cap_env, nullptr, 10);\n"
+              "        size_t held = 0;\n"
+              "        for (auto buffer : buffers) { held += ggml_backend_buffer_get_size(buffer); }\n"
+              "        if (cap > 0) { total = std::min(total, cap); free = std::min(free, cap > held ? cap - held : 0); }\n"
+              "    }\n"
+              "    response.free_mem = free;\n")
+    path.write_text(text.replace(_DEVICE_MEMORY, capped, 1))
+
+
 def library_name(backend: str) -> str:
     target = BACKENDS[backend][1]
     return {"darwin": f"lib{target}.so", "win32": f"{target}.dll"}.get(sys.platform, f"lib{target}.so")
@@ -102,6 +132,8 @@ def built_plugin(backend: str) -> Path:
         source = vendored_source(work)
         if backend == "vulkan" and patch_old_vulkan_headers(source):
             print("patched ggml-vulkan.cpp for Vulkan headers older than 1.3.261", flush=True)
+        if backend == "rpc":
+            patch_rpc_memory_cap(source)
         build = work / "build"
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
         subprocess.run(["cmake", "-S", str(source), "-B", str(build), *flags], check=True,

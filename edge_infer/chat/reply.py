@@ -25,7 +25,7 @@ from edge_infer.chat.reasoning import ReasoningSplitter
 
 # Why a reply ended, one type for the engine and every face: the engine's reasons (stop, length,
 # cancelled, error, timeout: the server's deadline), and "tool_calls" (a stop after calling tools).
-FinishReason = Literal["stop", "length", "cancelled", "error", "timeout", "tool_calls"]
+FinishReason = Literal["stop", "length", "cancelled", "error", "timeout", "unavailable", "tool_calls"]
 Reasoning = Literal["auto", "none", "drop"]
 
 

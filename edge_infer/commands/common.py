@@ -29,6 +29,9 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
                    help="layers offloaded to GPU devices (default: as many as fit; 0 = CPU only; -1 = all)")
     g.add_argument("--gpu-memory", metavar="SIZE",
                    help="use at most this much of each GPU device, e.g. 6GiB (default: what it has free)")
+    g.add_argument("--rpc", metavar="HOST:PORT,...",
+                   help="place layers on these workers too (other machines running `edge-infer worker`), "
+                        "by the memory each reports; the model then runs in a process of its own")
     g.add_argument("--n-batch", type=int, help="tokens per decode step (default 512)")
     g.add_argument("--poll", type=int, metavar="0-100",
                    help="CPU worker threads spin this much before sleeping (default 50, as llama-server; "
@@ -99,11 +102,18 @@ def engine_settings(args, **overrides) -> EngineSettings:
                   draft_max=getattr(args, "draft_max", None), request_timeout=getattr(args, "request_timeout", None),
                   stall_timeout=getattr(args, "stall_timeout", None),
                   reasoning_budget=getattr(args, "reasoning_budget", None),
-                  chat_template=getattr(args, "chat_template_file", None))
+                  chat_template=getattr(args, "chat_template_file", None),
+                  rpc=rpc_endpoints(getattr(args, "rpc", None)))
     values.update(overrides)
     settings = EngineSettings.from_env(**values)
     check_cache_sizes(settings)  # before a model loads for seconds, only to fail on a flag
     return settings
+
+
+def rpc_endpoints(value: str | None) -> tuple[str, ...] | None:
+    from edge_infer.engine.rpc import parse_endpoints
+
+    return parse_endpoints(value) or None
 
 
 def sampling_params(args) -> SamplingParams:

@@ -30,6 +30,11 @@ def gpu_plugins(directory: Path) -> list[Path]:
     return [path for name in _GPU_BACKENDS for path in sorted(directory.glob(f"*ggml-{name}.*"))]
 
 
+def rpc_plugin(directory: Path) -> Path | None:
+    """llama.cpp's RPC backend library (`make rpc`): workers as devices, and the worker itself."""
+    return next(iter(sorted(directory.glob("*ggml-rpc.*"))), None)
+
+
 @dataclass
 class BackendInfo:
     """What this process runs llama.cpp on; shown by inspect, the Stats tab and /v1/props."""
@@ -102,6 +107,9 @@ def _ggml(directory: Path) -> ctypes.CDLL:
         ("ggml_backend_dev_backend_reg", vp, [vp]),
         ("ggml_backend_reg_get_proc_address", vp, [vp, cp]),
         ("ggml_backend_buft_name", cp, [vp]),
+        ("ggml_backend_reg_by_name", vp, [cp]),
+        ("ggml_backend_register", None, [vp]),
+        ("ggml_backend_dev_by_name", vp, [cp]),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
@@ -166,6 +174,8 @@ def load_backends(variant_request: str, extra_setting: str, features: cpu.CpuFea
                 log.info("loaded ggml backend %s", path.name)
             else:
                 log.warning("llama.cpp could not load %s (is its driver or runtime installed?)", path.name)
+        if (rpc := rpc_plugin(directory)) is not None and not ggml.ggml_backend_load(str(rpc).encode()):
+            log.warning("llama.cpp could not load %s", rpc.name)
     devices, offered = _extra_bufts(ggml)
     use, reason = cpu.decide_extra_bufts(features, offered, extra_setting)
     interesting = sorted(f for f in features.flags if f.startswith(("avx", "amx", "fma", "f16c", "sse4", "bmi2", "asimd", "sve", "i8mm")))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from dataclasses import replace
 
 from edge_infer.plan import machine as machines
 from edge_infer.plan.machine import ACCEL, CPU, GPU, IGPU, REMOTE, Device, Machine
@@ -76,9 +77,16 @@ def _max_tensor(ggml, dev, name: str, kind: str, total: int) -> int:
     return limit
 
 
-def this_machine() -> Machine:
-    """RAM and llama.cpp's devices now: the machine every plan of this process is made for."""
-    return machines.detect_machine(list_devices)
+def this_machine(workers: tuple[str, ...] = ()) -> Machine:
+    """RAM and llama.cpp's devices now: the machine every plan of this process is made for;
+    with `workers` (host:port), their devices too. A process that has not registered them
+    (the server's: their model runs in a child, engine/child.py) asks them itself (rpc.probe)."""
+    machine = machines.detect_machine(list_devices)
+    if not workers or any(d.kind == REMOTE for d in machine.gpus):
+        return machine
+    from edge_infer.engine.rpc import worker_devices
+
+    return replace(machine, gpus=worker_devices(workers) + machine.gpus, gpu_offload=True)
 
 
 def missing_plugin_hint() -> str:

@@ -19,7 +19,10 @@ def kv_bytes_reported(lines: list[str]) -> int:
 
 
 # "load_tensors:      Vulkan0 model buffer size =    92.10 MiB", "... CUDA0 KV buffer size", ...
-_BUFFER = re.compile(r"\b([\w.-]+) (model|KV|compute|RS) buffer size\s*=\s*([\d.]+)\s*MiB")
+# An RPC worker's buffers name its endpoint: "RPC0[192.168.1.20:50052] model buffer size" (every
+# worker's device is RPC0 on its own server): keyed "rpc:ENDPOINT", the device's description.
+_BUFFER = re.compile(r"\b([\w.-]+(?:\[[^\]\s]+\])?) (model|KV|compute|RS) buffer size\s*=\s*([\d.]+)\s*MiB")
+_RPC = re.compile(r"^RPC\d+\[(.+)\]$")
 # Host-side buffers: CPU RAM whatever device they serve (mapped weights, repacked weights,
 # pinned staging buffers of a GPU backend).
 _HOST = re.compile(r"^(CPU|AMX|KLEIDIAI)(_\w+)?$|_Host$")
@@ -31,7 +34,8 @@ def device_buffers(lines: list[str]) -> dict[str, dict[str, int]]:
     found: dict[str, dict[str, int]] = {}
     for line in lines:
         for name, kind, mib in _BUFFER.findall(line):
-            device = "CPU" if _HOST.search(name) else name
+            rpc = _RPC.match(name)
+            device = f"rpc:{rpc.group(1)}" if rpc else "CPU" if _HOST.search(name) else name
             kinds = found.setdefault(device, {})
             kinds[kind] = kinds.get(kind, 0) + int(float(mib) * MiB)
     return found

@@ -54,7 +54,7 @@ def place(info: ModelInfo, settings, machine: Machine | None = None, *, warn: bo
     if machine is None:
         from edge_infer.engine.devices import this_machine
 
-        machine = this_machine()
+        machine = this_machine(s.rpc)
     machine = machine.capped(cap)
     if warn and asked and not machine.devices:
         from edge_infer.engine.devices import missing_plugin_hint
@@ -105,8 +105,8 @@ def device_memory(placement: Placement, buffers: dict[str, dict[str, int]]):
     now = {d.name: d for d in list_devices()}
     rows = []
     for name, layers, planned in placement.plan.placement():
-        got = buffers.get(name, {})
         dev = now.get(name)
+        got = buffers.get(name) or (buffers.get(f"rpc:{dev.description}", {}) if dev else {})
         rows.append(DeviceMemory(
             device=name, kind=dev.kind if dev else ("cpu" if name == "CPU" else "gpu"), layers=layers,
             model_bytes=got.get("model", 0), kv_bytes=got.get("KV", 0) + got.get("RS", 0),

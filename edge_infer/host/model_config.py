@@ -68,6 +68,7 @@ class ModelEntry(BaseModel):
     disk_cache: str | None = None  # "2GiB", "0" = off
     draft_max: int | None = Field(None, ge=0)
     chat_template: str | None = None  # a Jinja chat template file instead of the model's own
+    rpc: list[str] | None = None      # workers (host:port) that hold some of its layers
     keep_alive: float | None = None  # seconds (FOREVER = until memory is needed)
     pin: bool = False
     # A model served elsewhere (remote.RemoteModel): its base URLs, its name there, a key.
@@ -114,6 +115,16 @@ class ModelEntry(BaseModel):
     def _keep_alive(cls, v):
         return _seconds(v)
 
+    @field_validator("rpc")
+    @classmethod
+    def _workers(cls, v):
+        from edge_infer.engine.rpc import parse_endpoints
+
+        try:
+            return list(parse_endpoints(v)) if v is not None else None
+        except EdgeInferError as exc:
+            raise ValueError(str(exc)) from None
+
     @field_validator("disk_cache")
     @classmethod
     def _disk_cache(cls, v):
@@ -129,7 +140,7 @@ class ModelEntry(BaseModel):
 
     def apply(self, settings):
         """EngineSettings with this entry's load-time keys over `settings`."""
-        values = {"n_threads" if k == "threads" else k: v
+        values = {"n_threads" if k == "threads" else k: tuple(v) if k == "rpc" else v
                   for k, v in self.model_dump(exclude={"keep_alive", "pin", *REMOTE_KEYS}).items() if v is not None}
         return replace(settings, **values)
 

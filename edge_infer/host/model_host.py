@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from edge_infer.config import EngineSettings
+from edge_infer.host.failures import Failures
 from edge_infer.host.errors import HostBusyError, ModelDoesNotFitError, ModelNotLoadedError
 from edge_infer.host.keep_alive import FOREVER
 from edge_infer.host.listing import describe, model_listing
@@ -62,11 +63,9 @@ class ModelHost:
         self._models: list[Resident] = []        # loaded and loading, in load order
         self._known: dict[str, Resident] = {}    # every model loaded once: how to load it again
         self._default: str | None = None         # what a request without `model` gets
-        self._cond = threading.Condition()
-        self._waiting = 0
-        self._closed = False
+        self._cond, self._waiting, self._closed = threading.Condition(), 0, False
         self._reaper: threading.Thread | None = None
-        self.evictions = 0
+        self.evictions, self.failures = 0, Failures()  # failures: engine processes that ended (host/failures.py)
 
     # ---- loading -------------------------------------------------------------------------
     def load(self, spec: str | None, settings: EngineSettings | None = None, name: str | None = None,
@@ -115,6 +114,7 @@ class ModelHost:
     def try_acquire(self, model: str | None = None, keep_alive: float | None = None) -> Lease | None:
         """A lease when `model` is loaded now, else None; never blocks (the event loop's path)."""
         with self._cond:
+            self._models = self.failures.take_failed(self._models)  # they load again below
             found = self._resident(model)
             if found is not None and found.engine is not None:
                 return self._lease(found, keep_alive)
@@ -130,6 +130,7 @@ class ModelHost:
                     raise HostBusyError("the server is shutting down")
                 if waited_on is not None and waited_on.error is not None:
                     raise waited_on.error  # the load this request waited for failed: same error, once
+                self._models = self.failures.take_failed(self._models)
                 entry = next((m for m in self._models if m.path == template.path), None)
                 if entry is not None and entry.engine is not None:
                     return self._lease(entry, keep_alive)
@@ -162,6 +163,7 @@ class ModelHost:
         except BaseException as exc:
             with self._cond:
                 entry.error = exc
+                self.failures.load_failed(entry.name, exc)
                 self._models.remove(entry)
                 self._cond.notify_all()
             raise
@@ -172,6 +174,7 @@ class ModelHost:
             # The engine's own plan: it applies defaults the template may not.
             entry.footprint = engine_footprint(engine)
             entry.engine, entry.loaded_at = engine, time.time()
+            self.failures.pop(entry.name, None)
             entry.load_seconds = time.monotonic() - started
             if self._default is None:
                 self._default = entry.name
@@ -260,7 +263,8 @@ class ModelHost:
 
     def listing(self) -> list[dict]:
         """Every model a request may name: loaded, loading and installed, with state and memory."""
-        return model_listing(list(self._models), self._default, self._safe_sources() if self.on_demand else [])
+        return self.failures.mark(model_listing(list(self._models), self._default,
+                                                self._safe_sources() if self.on_demand else []))
 
     def _safe_sources(self) -> list[Source]:
         try:
@@ -336,9 +340,8 @@ class ModelHost:
             self._closed = True
             gone, self._models = self._models, []
             self._cond.notify_all()
-        for m in gone:
-            if m.engine is not None:
-                m.engine.close()
+        for m in (m for m in gone if m.engine is not None):
+            m.engine.close()
 
     def __enter__(self) -> "ModelHost":
         return self

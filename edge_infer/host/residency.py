@@ -71,14 +71,24 @@ def plan_footprint(path: Path, settings) -> Footprint:
     from edge_infer.gguf.info import read_model_info
 
     plan = place(read_model_info(path), settings, warn=False).plan
+    return Footprint(plan.estimate.cpu_bytes, local_gpu_bytes(plan))
+
+
+def local_gpu_bytes(plan) -> int:
+    """The plan's bytes on this machine's GPUs: not what it places on RPC workers (llama.cpp
+    names their devices RPC0, RPC1, ...), which other machines hold."""
     est = plan.estimate
-    return Footprint(est.cpu_bytes, est.gpu_bytes)
+    if not est.device_bytes:
+        return est.gpu_bytes
+    return sum(n for d, n in zip(plan.devices, est.device_bytes) if not d.startswith("RPC"))
 
 
 def engine_footprint(engine: ServedEngine) -> Footprint:
     """What a loaded engine holds: its memory plan, plus its embedding context once used
     (llama.cpp computes every token's logits there)."""
-    return Footprint(engine.plan.cpu_bytes + engine.embedding_bytes, engine.plan.gpu_bytes)
+    plan = getattr(engine.placement, "plan", None)  # the tests' doubles have none
+    vram = local_gpu_bytes(plan) if plan is not None else engine.plan.gpu_bytes
+    return Footprint(engine.plan.cpu_bytes + engine.embedding_bytes, vram)
 
 
 @dataclass(frozen=True)

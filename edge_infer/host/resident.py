@@ -35,7 +35,9 @@ class Resident:
 
     @property
     def state(self) -> str:
-        return "loaded" if self.engine is not None else "loading"
+        if self.engine is None:
+            return "loading"
+        return "unavailable" if self.engine.state == "failed" else "loaded"
 
     def answers_to(self, model: str) -> bool:
         m = model.lower()

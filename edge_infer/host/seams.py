@@ -10,6 +10,10 @@ from edge_infer.host.residency import Budget
 
 
 def open_engine(path: Path, settings: EngineSettings, name: str):
+    if settings.rpc:  # on other machines' workers: in a child process (engine/child.py)
+        from edge_infer.engine.child import ChildEngine
+
+        return ChildEngine(path, settings, name=name, identity=model_identity(path))
     from edge_infer.engine import Engine  # loads llama.cpp: only when a model is loaded
 
     return Engine(path, settings, name=name, identity=model_identity(path))

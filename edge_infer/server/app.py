@@ -121,20 +121,25 @@ class Server:
 
     # ---- routes -----------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        remotes = {"remotes": remote_health(self.remotes)} if self.remotes else {}
+        extra = {"remotes": remote_health(self.remotes)} if self.remotes else {}
+        failed = dict(self.host.failures)  # models whose engine process ended (a worker lost)
+        failed.update({m.name: m.engine.failure for m in self.host.loaded() if m.engine.state == "failed"})
+        if failed:
+            extra["unavailable"] = failed
         loaded = self.host.current or next(iter(self.host.loaded()), None)
         if loaded is None:
             if self.host.on_demand and self.host.servable_names():  # loads on the first request
-                return SafeJSONResponse({"status": "ok", "model": None, "loaded": [], **remotes})
+                return SafeJSONResponse({"status": "degraded" if failed else "ok", "model": None, "loaded": [], **extra})
             if any(m.healthy for m in self.remotes.models.values()):
-                return SafeJSONResponse({"status": "ok", "model": None, "loaded": [], **remotes})
-            return SafeJSONResponse({"status": "no model", "model": None, **remotes}, status_code=503)
+                return SafeJSONResponse({"status": "ok", "model": None, "loaded": [], **extra})
+            return SafeJSONResponse({"status": "no model", "model": None, **extra}, status_code=503)
         engine = loaded.engine
         snap = engine.snapshot()
         state = engine.state
-        body = {"status": {"ok": "ok", "stalled": "stalled"}.get(state, "error"), "model": loaded.name,
+        status = {"ok": "degraded" if failed else "ok", "stalled": "stalled", "failed": "degraded"}.get(state, "error")
+        body = {"status": status, "model": loaded.name,
                 "slots": snap.n_slots, "slots_busy": snap.slots_busy, "queued": snap.queued,
-                "loaded": self.host.names(), **remotes}
+                "loaded": self.host.names(), **extra}
         if state != "ok":
             body["engine"] = state
         return SafeJSONResponse(body, status_code=200 if state == "ok" else 503)

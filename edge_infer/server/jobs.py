@@ -276,6 +276,8 @@ def generation_error(end: ReplyEnd) -> APIError | None:
     """The error to answer with when a generation ended by failing (or the engine shut down)."""
     if end.finish_reason == "timeout":  # the server's deadline, not a fault: retry later
         return APIError(503, str(end.error), code="deadline_exceeded", headers={"Retry-After": "1"})
+    if end.finish_reason == "unavailable":  # the model's engine process ended (a worker lost): reloads
+        return APIError(503, str(end.error), code="model_unavailable", headers={"Retry-After": "5"})
     if end.finish_reason == "error" or (end.finish_reason == "cancelled" and end.error is not None):
         return APIError(500, f"generation failed: {end.error}", code="generation_error")
     return None

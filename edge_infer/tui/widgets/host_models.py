@@ -29,6 +29,8 @@ UNLIMITED = 1 << 60  # a budget this large is "no limit" (the host's default)
 def row_cells(e: dict) -> tuple[str, ...]:
     """One listing entry as the table shows it."""
     name = e["name"]
+    if e["state"] == "unavailable":  # its engine process ended (a worker lost): reloads on the next use
+        return name, "✖ unavailable", "-", str(e.get("active", 0)), "", "", "", ""
     if e["state"] == "remote":  # served elsewhere (edge_infer.remote): how many of its servers answer
         return name, f"⇄ remote, {e['healthy']}/{len(e['upstreams'])} up", "-", str(e["active"]), "", "", "", ""
     if e["state"] == "unloaded":

@@ -101,7 +101,7 @@ class LiveReply:
         """Stopped, failed or cut off (the app closing) before the model wrote anything: a
         reply with nothing in it, which the conversation does not keep."""
         end = self.reader.ended
-        return self.tokens == 0 and (end is None or end.finish_reason in ("cancelled", "error", "timeout"))
+        return self.tokens == 0 and (end is None or end.finish_reason in ("cancelled", "error", "timeout", "unavailable"))
 
     def end(self, reason: str, text: str = "", stats=None, error: str | None = None) -> ReplyEnd:
         """The engine's finish: what was held back comes out; the reply's end, reason decided."""

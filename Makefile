@@ -3,6 +3,7 @@
 #   make test  - set up with dev extras, provision the test models and the software GPU
 #                (Mesa's Vulkan driver + llama.cpp's Vulkan plug-in, cached), run the suite
 #   make gpu GPU=vulkan|cuda - build (once, cached) and install a GPU backend plug-in
+#   make rpc      - llama.cpp's RPC backend: `edge-infer worker` and `serve --rpc` (once, cached)
 # The first setup compiles a portable llama-cpp-python (every x86-64 / arm64 CPU; ~25 min on
 # 2 cores), cached by its build flags in ~/.cache/edge-infer/wheels (packaging/llama_wheel.py).
 
@@ -11,12 +12,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EI := $(BIN)/edge-infer
 
-.PHONY: run test setup setup-dev llama models test-models gpu test-gpu bench bench-native binary binary-dir test-binary clean
+.PHONY: run test setup setup-dev llama models test-models gpu test-gpu rpc bench bench-native binary binary-dir test-binary clean
 
 run: setup models
 	$(EI)
 
-test: setup-dev test-models test-gpu
+test: setup-dev test-models test-gpu rpc
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 setup: llama $(VENV)/.installed
@@ -42,6 +43,10 @@ $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python llama
 GPU ?= vulkan
 gpu: setup
 	$(BIN)/python packaging/gpu_plugin.py $(GPU)
+
+# llama.cpp's RPC backend (a minute, once): `edge-infer worker` and `serve --rpc`.
+rpc: setup
+	$(BIN)/python packaging/gpu_plugin.py rpc
 
 # The software GPU every test run uses (tests/gpu): a missing package is installed where
 # apt can; without it the GPU tests skip and say why.

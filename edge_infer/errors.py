@@ -39,3 +39,8 @@ class QueueFullError(EdgeInferError):
 
 class EngineClosedError(EdgeInferError):
     """The engine was shut down."""
+
+
+class WorkerError(EdgeInferError):
+    """An RPC worker (`edge-infer worker`) that does not answer, or not as one: a 503 for a
+    request whose model needs it (the worker may come back)."""

@@ -34,7 +34,8 @@ def register(sub) -> None:
 def main(args) -> int:
     from edge_infer.config import EngineSettings
     from edge_infer.engine.devices import list_devices
-    from edge_infer.engine.rpc import WorkerError, serve_devices
+    from edge_infer.engine.rpc import serve_devices
+    from edge_infer.errors import WorkerError
     from edge_infer.paths import rpc_cache_dir
     from edge_infer.server.launch import bind_tcp, is_loopback
     from edge_infer.units import human_bytes, parse_size

@@ -92,8 +92,8 @@ class ChildEngine:
     def submit(self, request) -> ChildStream:
         if self._failed:
             raise EngineClosedError(self._failed)
-        stream = ChildStream(request.id, lambda: self._send(("cancel", request.id)),
-                             lambda: self._send(("end_reasoning", request.id)))
+        stream = ChildStream(request.id, lambda: self._tell(("cancel", request.id)),
+                             lambda: self._tell(("end_reasoning", request.id)))
         self._streams[request.id] = stream
         try:
             stream.prompt_tokens = self._call("submit", request)
@@ -146,6 +146,13 @@ class ChildEngine:
                 self._conn.send(message)
         except (OSError, ValueError) as exc:
             raise EngineClosedError(self._failed or f"{self.name}: the engine's process is gone ({exc})") from None
+
+    def _tell(self, message) -> None:
+        """A message that needs no answer: nothing to do once the child is gone (its requests ended)."""
+        try:
+            self._send(message)
+        except EngineClosedError:
+            pass
 
     def _call(self, method: str, *args, timeout: float = CALL_TIMEOUT, **kwargs):
         future: Future = Future()

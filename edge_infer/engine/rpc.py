@@ -12,7 +12,7 @@ import ctypes
 import socket
 import struct
 
-from edge_infer.errors import EdgeInferError
+from edge_infer.errors import WorkerError
 from edge_infer.plan.machine import REMOTE, Device
 
 RPC_CMD_GET_DEVICE_MEMORY = 11  # ggml-rpc.cpp's enum rpc_cmd
@@ -21,10 +21,6 @@ RPC_CMD_DEVICE_COUNT = 15
 PROTO_MAJOR = 7             # ggml-rpc.h: RPC_PROTO_MAJOR_VERSION of the vendored llama.cpp
 CONN_CAPS = 24              # transport.h: RPC_CONN_CAPS_SIZE
 PROBE_TIMEOUT = 3.0
-
-
-class WorkerError(EdgeInferError):
-    pass
 
 
 def parse_endpoint(endpoint: str) -> tuple[str, int]:

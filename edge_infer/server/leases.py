@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-from edge_infer.errors import EdgeInferError
+from edge_infer.errors import EdgeInferError, WorkerError
 from edge_infer.host import (HostBusyError, KeepAliveError, Lease, ModelDoesNotFitError, ModelHost,
                              ModelNotLoadedError, parse_keep_alive)
 from edge_infer.server.errors import APIError
@@ -30,6 +30,9 @@ def host_error(exc: Exception) -> APIError:
         return APIError(404, str(exc), param="model", code="model_not_found")
     if isinstance(exc, ModelDoesNotFitError):
         return APIError(400, str(exc), param="model", code="model_does_not_fit")
+    if isinstance(exc, WorkerError):  # a worker of the model is down: it may come back
+        return APIError(503, f"the model could not be loaded: {exc}", param="model", code="worker_unavailable",
+                        headers={"Retry-After": "5"})
     if isinstance(exc, HostBusyError):
         return APIError(503, str(exc), code="model_busy", headers={"Retry-After": "2"})
     # Ours (ModelFileError: deleted or damaged since it was installed) name the model; others are bugs.

@@ -13,7 +13,7 @@ from edge_infer import __version__
 
 COMMANDS = ["tui", "run", "chat", "inspect", "provision", "bench", "serve", "loadtest",
             # the model manager (module import_ is the `import` command)
-            "search", "quants", "pull", "list", "rm", "import_", "quantize", "ladder", "bench_memory", "bench_spec", "bench_models", "bench_defaults", "worker"]
+            "search", "quants", "pull", "list", "rm", "import_", "quantize", "ladder", "bench_memory", "bench_spec", "bench_models", "bench_defaults", "bench_split", "worker"]
 
 
 def build_parser() -> argparse.ArgumentParser:

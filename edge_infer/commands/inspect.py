@@ -20,6 +20,8 @@ def register(subparsers) -> None:
     p.add_argument("--n-gpu-layers", type=int,
                    help="layers to place on GPU devices in the estimate (default: as many as fit)")
     p.add_argument("--gpu-memory", metavar="SIZE", help="use at most this much of each GPU device")
+    p.add_argument("--rpc", metavar="HOST:PORT,...",
+                   help="place layers on these workers too (where each layer would go) (`edge-infer worker` on other machines)")
     p.add_argument("--n-batch", type=int, help="tokens per decode step (default 512)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=run)
@@ -76,12 +78,15 @@ def run(args: argparse.Namespace) -> int:
 
     path = ModelStore().resolve(args.model)
     info = read_model_info(path)
+    from edge_infer.commands.common import rpc_endpoints
+
     settings = EngineSettings.from_env(parallel=args.parallel, n_gpu_layers=args.n_gpu_layers,
-                                       n_batch=args.n_batch, gpu_memory=args.gpu_memory)
+                                       n_batch=args.n_batch, gpu_memory=args.gpu_memory,
+                                       rpc=rpc_endpoints(args.rpc))
     ctx = args.ctx or min(settings.ctx, info.context_length or settings.ctx)
     engine_options = engine_estimate_kwargs(settings)  # as the engine would create its context
     backend = init_backend()  # loads ggml's backend libraries only, no model
-    machine = this_machine().capped(gpu_memory_cap(settings.gpu_memory))
+    machine = this_machine(settings.rpc).capped(gpu_memory_cap(settings.gpu_memory))
     plan = plan_for(info, settings, machine, ctx=args.ctx, parallel=args.parallel)
     est = estimate_memory(info, ctx, settings.parallel, n_gpu_layers=plan.n_gpu_layers,
                           split=plan.split or (1.0,), **engine_options)

@@ -13,6 +13,8 @@ def register(sub) -> None:
     p.add_argument("--ctx", type=int, help="context per sequence for the verdict (default min(4096, trained))")
     p.add_argument("--parallel", type=int, default=1, help="sequences for the verdict (default 1)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--rpc", metavar="HOST:PORT,...",
+                   help="count these workers' devices too (`edge-infer worker` on other machines)")
     p.set_defaults(func=main)
 
 
@@ -27,7 +29,9 @@ def main(args) -> int:
     from edge_infer.store.store import ModelStore
 
     store = ModelStore()
-    machine = this_machine()
+    from edge_infer.commands.common import rpc_endpoints
+
+    machine = this_machine(rpc_endpoints(args.rpc) or ())
     rows = []
     # Per model, the highest precision first.
     models = sorted(store.installed(), key=lambda m: (m.family.lower(), -bits_per_weight(m.quant)))

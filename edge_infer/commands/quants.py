@@ -17,6 +17,8 @@ def register(sub) -> None:
     p.add_argument("--ctx", type=int, help="context per sequence (default: min(4096, trained context))")
     p.add_argument("--parallel", type=int, default=1, help="sequences decoded together (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--rpc", metavar="HOST:PORT,...",
+                   help="count these workers' devices too (`edge-infer worker` on other machines)")
     p.set_defaults(func=main)
 
 
@@ -38,7 +40,9 @@ def main(args) -> int:
         groups = [g for g in groups if g.matches(quant)]
     if not groups:
         raise EdgeInferError(f"{repo} has no GGUF files{' at ' + quant if quant else ''}")
-    machine = this_machine()
+    from edge_infer.commands.common import rpc_endpoints
+
+    machine = this_machine(rpc_endpoints(args.rpc) or ())
     fits = level_fits(client, listing, groups, machine, args.ctx, args.parallel)
     try:
         chosen = choose_level(fits)

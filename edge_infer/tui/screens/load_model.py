@@ -1,10 +1,11 @@
-"""Load a model: GPU layers, threads, context and slots, KV cache types and pool, with the
-memory plan shown first: what each device (CPU, each GPU) gets, updated as fields change."""
+"""Load a model: GPU layers, threads, context and slots, KV cache types and pool, workers on
+other machines, with the memory plan shown first: what each device (CPU, each GPU, each
+worker) gets, updated as fields change."""
 
 from __future__ import annotations
 
 import psutil
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
@@ -32,6 +33,7 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
         self.info = None
         self.machine = None  # RAM and llama.cpp's devices, read once on mount
         self.problem = ""  # why chosen() gave None: shown in the plan, one line
+        self.with_workers: dict[tuple, object] = {}  # workers -> this machine with them, or why not
 
     def compose(self) -> ComposeResult:
         s = self.settings
@@ -55,6 +57,9 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
                             placeholder="default (2 contexts); 256MiB, 1GiB, 8192cells")
                 yield Label("prompt cache MiB (-1 auto)")
                 yield Input(str(s.prompt_cache_mib), id="l-prompt_cache_mib", type="integer", compact=True)
+                yield Label("workers (RPC)")
+                yield Input(",".join(s.rpc), id="l-rpc", compact=True,
+                            placeholder="none; host:port,... running `edge-infer worker`")
             yield Static(id="plan")
             with Horizontal(classes="buttons"):
                 yield Button("Load", variant="primary", id="load")
@@ -94,6 +99,9 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
             values[name] = str(self.query_one(f"#l-{name}", Select).value)
         values["kv_budget"] = self.query_one("#l-kv_budget", Input).value.strip()
         try:
+            from edge_infer.engine.rpc import parse_endpoints
+
+            values["rpc"] = parse_endpoints(self.query_one("#l-rpc", Input).value)
             # The same checks, and messages, as the command line's flags.
             check_kv_types(values["cache_type_k"], values["cache_type_v"], self.settings.flash_attn)
             if values["kv_budget"]:
@@ -121,8 +129,18 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
         if s is None:
             self._refuse(self.problem)
             return
+        machine = self.machine
+        if s.rpc:  # the workers' devices come from asking them (a thread: a far one may be slow)
+            machine = self.with_workers.get(s.rpc)
+            if machine is None:
+                self._refuse(f"asking {', '.join(s.rpc)} for their devices…")
+                self.ask_workers(s.rpc)
+                return
+            if isinstance(machine, str):
+                self._refuse(machine)
+                return
         try:  # a pool too small for llama.cpp, or layers a device cannot hold, are only known here
-            placement = place(self.info, s, self.machine, warn=False)
+            placement = place(self.info, s, machine, warn=False)
         except EdgeInferError as exc:
             self._refuse(str(exc))
             return
@@ -140,6 +158,20 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
             f"({free / MiB:.0f} MiB available: {fit})\n"
             f"KV pool {est.n_ctx} cells, {est.kv_bytes / MiB:.0f} MiB (K {s.cache_type_k}, V {s.cache_type_v})\n"
             f"where: {placement.describe()}{warn}")
+
+    @work(thread=True, exclusive=True, group="workers")
+    def ask_workers(self, workers: tuple[str, ...]) -> None:
+        from edge_infer.engine import this_machine
+
+        try:
+            found = this_machine(workers)
+        except EdgeInferError as exc:
+            found = str(exc)
+        self.app.call_from_thread(self._asked, workers, found)
+
+    def _asked(self, workers: tuple[str, ...], found) -> None:
+        self.with_workers[workers] = found
+        self.update_plan()
 
     @on(Button.Pressed)
     def done(self, event: Button.Pressed) -> None:

@@ -18,12 +18,15 @@ def __getattr__(name):
     if name == "place":
         from edge_infer.engine.placement import place
         return place
+    if name == "parse_endpoints":  # RPC workers' addresses (engine/rpc.py: pure Python)
+        from edge_infer.engine.rpc import parse_endpoints
+        return parse_endpoints
     if name == "quantize_file":
         from edge_infer.engine.quantize import quantize_file
         return quantize_file
     raise AttributeError(name)
 
 
-__all__ = ["Engine", "BadRequestError", "quantize_file", "list_devices", "this_machine", "place",
+__all__ = ["Engine", "BadRequestError", "quantize_file", "parse_endpoints", "list_devices", "this_machine", "place",
            "Request", "SamplingParams", "Completion",
            "FinishEvent", "RequestStream", "TokenEvent", "EngineSnapshot", "RequestStats", "ServedEngine", "tool_family"]

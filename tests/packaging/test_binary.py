@@ -165,3 +165,57 @@ def test_the_lowest_variant_forced_answers(binary, clean_env, smollm2_path):
     assert r.returncode == 0 and r.stdout.strip(), r.stderr
     bad = run(binary, clean_env, "--cpu-variant", "pentium", "run", smollm2_path, "Hello")
     assert bad.returncode == 2 and "unknown CPU variant" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_model_on_a_worker_answers_through_the_binary(binary, clean_env, smollm2_path, tmp_path):
+    """The binary carries the RPC backend: its worker lends the CPU, and its serve --rpc runs
+    the model in a child process of the frozen binary (multiprocessing's spawn) on it."""
+    from tests.remote.conftest import free_port
+    from tests.rpc.conftest import rpc_plugin_installed
+
+    if not rpc_plugin_installed():
+        import pytest
+        pytest.skip("no RPC plug-in installed: `make rpc` (make test builds it)")
+    port = free_port()
+    worker = subprocess.Popen([str(binary), "worker", "--port", str(port), "--threads", "1"], env=clean_env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    sock = tmp_path / "ei.sock"
+    serve = None
+    try:
+        from edge_infer.engine.rpc import probe
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                probe(f"127.0.0.1:{port}", timeout=1)
+                break
+            except Exception:
+                assert worker.poll() is None and time.monotonic() < deadline, worker.stderr.read()[-2000:]
+                time.sleep(0.2)
+        serve = subprocess.Popen([str(binary), "serve", str(smollm2_path), "--socket", str(sock), "--parallel", "1",
+                                  "--ctx", "512", "--threads", "1", "--rpc", f"127.0.0.1:{port}"],
+                                 env=clean_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        body = json.dumps({"model": smollm2_path.stem, "max_tokens": 8,
+                           "messages": [{"role": "user", "content": "Say hi."}]})
+        deadline = time.monotonic() + 120
+        while True:
+            assert serve.poll() is None, f"serve exited:\n{serve.stderr.read()[-3000:]}"
+            assert time.monotonic() < deadline, "serve did not answer"
+            r = subprocess.run(["curl", "-s", "--unix-socket", str(sock), "http://localhost/v1/chat/completions",
+                                "-H", "Content-Type: application/json", "-d", body],
+                               capture_output=True, text=True, timeout=60)
+            if r.stdout:
+                break
+            time.sleep(0.3)
+        assert json.loads(r.stdout)["choices"][0]["message"]["content"], r.stdout
+        props = subprocess.run(["curl", "-s", "--unix-socket", str(sock), "http://localhost/props"],
+                               capture_output=True, text=True, timeout=30)
+        layers = {d["device"]: d["layers"] for d in json.loads(props.stdout)["devices"]}
+        assert layers.get("RPC0", 0) > 0, layers
+    finally:
+        if serve is not None:
+            serve.terminate()
+            _, err = serve.communicate(timeout=30)
+            assert not any(m in err for m in BUNDLE_FAILURES), err[-3000:]
+        worker.kill()
+        worker.wait()

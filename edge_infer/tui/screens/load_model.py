@@ -99,7 +99,7 @@ class LoadModelScreen(ModalScreen[EngineSettings | None]):
             values[name] = str(self.query_one(f"#l-{name}", Select).value)
         values["kv_budget"] = self.query_one("#l-kv_budget", Input).value.strip()
         try:
-            from edge_infer.engine.rpc import parse_endpoints
+            from edge_infer.engine import parse_endpoints
 
             values["rpc"] = parse_endpoints(self.query_one("#l-rpc", Input).value)
             # The same checks, and messages, as the command line's flags.

@@ -50,6 +50,13 @@ def cmake_flags(native: bool = False, system: str | None = None, machine: str | 
                  "-DCMAKE_INSTALL_BINDIR=llama_cpp/lib"]
     else:
         flags = ["-DGGML_NATIVE=OFF"]
+    # ggml's own threadpool instead of OpenMP. With OpenMP every thread that runs a graph gets
+    # an OpenMP team of its own, for the thread's life; two such threads (a warm-up on the
+    # loading thread, a second model, an embedding call) make libgomp count more threads than
+    # CPUs and sleep at every barrier between ops (1-token decode 14-16 ms instead of 9-11 on
+    # SmolLM2, 2 cores), and the threadpool's poll, which the engine turns down while other
+    # programs are busy (engine/cpu_share.py), is ignored. llama-server shares these libraries.
+    flags.append("-DGGML_OPENMP=OFF")
     flags += os.environ.get("EDGE_INFER_CMAKE_ARGS", "").split()
     return flags
 

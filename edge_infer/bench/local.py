@@ -40,7 +40,7 @@ def engine_client(engine, max_tokens: int):
 class SerialLlama:
     """llama_cpp.Llama serving one request after another on one worker thread.
 
-    One thread, not one per client: ggml's OpenMP workers spin after each decode, and a
+    One thread, not one per client: ggml's CPU workers spin after each decode, and a
     decode from a new OS thread starts a second team that fights the first for the cores
     (measured: 73 vs 110 tok/s). Real servers that hop threads pay that; we don't charge it.
     """

@@ -45,3 +45,10 @@ async def test_a_models_config_the_app_cannot_use_is_said(make_app, tmp_path, mo
         await wait_for(pilot, lambda: toasts(app, "Models config not used"))
         assert "NO_SUCH_KEY_HERE is not set" in toasts(app, "Models config not used")[0]
         assert not app.host.remotes
+
+
+def test_a_model_whose_workers_were_lost_reads_unavailable():
+    from edge_infer.tui.widgets.host_models import row_cells
+
+    cells = row_cells({"name": "big", "state": "unavailable", "path": "/m/big.gguf", "error": "worker gone"})
+    assert cells[:2] == ("big", "✖ unavailable")

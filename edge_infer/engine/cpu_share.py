@@ -9,13 +9,16 @@ Measured on 2 cores (SmolLM2, decode tok/s of 48-token replies, median of 3, in 
     idle, poll 0,  2 threads  62.3     beside two busy loops, poll 0,  2 threads  36.7
     idle, poll 0,  1 thread   42.9     beside two busy loops, poll 0,  1 thread   26.7
 
-A spinning worker burns the time slice the busy programs would otherwise share with its
-siblings; fewer threads only lose compute. So the thread count stays, the spinning goes.
+(Those were measured on an OpenMP build of ggml, which ignored the poll and slept at barriers.
+With ggml's own threadpool, GGML_OPENMP=OFF since, workers spin at every op's barrier whatever
+the poll: beside two busy loops, two threads fell to 12-27 tok/s from 111-129 idle. So while
+other programs keep cores busy the engine also decodes on the cores they leave (threads_for):
+one thread there, 26-33 tok/s once the governor has seen two samples.)
 
 The governor samples the machine's busy CPU time and this process's own once a second; what
 the machine spent beyond this process is other programs' load, in cores. Decisions are pure
-(poll_for) and unit-tested with faked samples; the engine applies them between steps (a new
-threadpool with the other poll; engine/threadpool.py).
+(poll_for, threads_for) and unit-tested with faked samples; the engine applies them between
+steps (a new threadpool with the other poll, engine/threadpool.py; llama_set_n_threads).
 """
 
 from __future__ import annotations
@@ -69,17 +72,32 @@ def poll_for(configured: int, others: float) -> int:
     return 0 if others > MARGIN else configured
 
 
+def threads_for(configured: int, cores: int, others: float) -> int:
+    """The configured threads on an idle machine; while others keep cores busy, the cores they
+    leave (at least one). ggml's workers wait for each other at every op's barrier by spinning:
+    one that the OS descheduled for a busy program holds up all the others for its time slice,
+    so a thread more than the free cores costs far more than it computes."""
+    if others <= MARGIN:
+        return configured
+    return max(1, min(configured, cores - round(others)))
+
+
 class SpinGovernor:
     def __init__(self, configured: int, apply: Callable[[int], None],
                  read: Callable[[], CpuSample] = read_sample, enabled: bool = True,
-                 clock: Callable[[], float] = time.monotonic):
-        """configured: the poll the user chose; only a spinning one (> 0) is ever changed."""
+                 clock: Callable[[], float] = time.monotonic, threads: int = 0,
+                 apply_threads: Callable[[int], None] = lambda n: None, cores: int = 0):
+        """configured: the poll the user chose; only a spinning one (> 0) is ever changed.
+        threads: the threads the user chose (0: leave them), applied with apply_threads, on a
+        machine of `cores` physical cores."""
         self.configured, self.apply, self.read, self.clock = configured, apply, read, clock
         self.enabled = enabled and FOLLOW_LOAD and configured > 0
         self.poll = configured
+        self.configured_threads, self.threads, self.apply_threads = threads, threads, apply_threads
+        self.cores = cores or _physical_cores()
         self.others = 0.0
         self._prev = read() if self.enabled else None
-        self._pending: int | None = None   # a change must be seen twice in a row (no flapping)
+        self._pending: tuple[int, int] | None = None   # a change must be seen twice in a row (no flapping)
 
     def tick(self) -> None:
         """Call between steps: samples at most once per INTERVAL_S, changes the poll when the
@@ -90,11 +108,26 @@ class SpinGovernor:
         load = others_load(self._prev, now)
         self._prev = now
         self.others = SMOOTHING * load + (1 - SMOOTHING) * self.others
-        want = poll_for(self.configured, self.others)
-        if want == self.poll:
+        want = (poll_for(self.configured, self.others),
+                threads_for(self.configured_threads, self.cores, self.others) if self.configured_threads else 0)
+        if want == (self.poll, self.threads):
             self._pending = None
         elif want == self._pending:
-            self.poll, self._pending = want, None
-            self.apply(want)
+            self._pending = None
+            if want[1] != self.threads:
+                self.threads = want[1]
+                self.apply_threads(want[1])
+            if want[0] != self.poll:
+                self.poll = want[0]
+                self.apply(want[0])
         else:
             self._pending = want
+
+
+@functools.cache
+def _physical_cores() -> int:
+    import os
+
+    import psutil
+
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1

@@ -7,6 +7,7 @@ stop, finish) is the scheduler's post-processing. Only the engine thread calls i
 
 from __future__ import annotations
 
+import llama_cpp
 import numpy as np
 
 from edge_infer.config import EngineSettings
@@ -24,7 +25,10 @@ class ModelRunner:
     def __init__(self, model: LlamaModel, ctx: LlamaContext, settings: EngineSettings, warm_up: bool = True):
         self.model, self.ctx = model, ctx
         self.batch = LlamaBatch(settings.n_batch)
-        self.spin = SpinGovernor(settings.poll, ctx.set_poll, enabled=settings.follow_load)
+        # Decoding on fewer of the threadpool's threads from the next step: llama_set_n_threads.
+        self.spin = SpinGovernor(settings.poll, ctx.set_poll, enabled=settings.follow_load,
+                                 threads=settings.n_threads,
+                                 apply_threads=lambda n: llama_cpp.llama_set_n_threads(ctx.handle, n, n))
         if warm_up:
             self.warm_up()
 

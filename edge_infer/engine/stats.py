@@ -122,6 +122,7 @@ class EngineSnapshot:
     # cores (engine/cpu_share.py)
     poll: int = 0
     other_load_cores: float = 0.0
+    threads: int = 0              # CPU threads decoding now (fewer while other programs are busy)
     # n-gram speculation (engine/speculation.py)
     draft_max: int = 0                  # the server's default drafted tokens per step (0 = off)
     draft_tokens_total: int = 0

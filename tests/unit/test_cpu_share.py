@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edge_infer.engine import cpu_share
-from edge_infer.engine.cpu_share import CpuSample, SpinGovernor, others_load, poll_for
+from edge_infer.engine.cpu_share import CpuSample, SpinGovernor, others_load, poll_for, threads_for
 
 
 @pytest.fixture(autouse=True)
@@ -82,3 +82,26 @@ def test_one_sample_of_load_changes_nothing_and_a_chosen_poll_never_changes():
             m.advance(1.0)
             fixed.tick()
         assert applied == [] and fixed.poll == fixed.configured
+
+
+def test_threads_follow_the_cores_other_programs_leave():
+    assert threads_for(configured=2, cores=2, others=0.3) == 2     # background noise
+    assert threads_for(2, 2, 1.0) == 1                              # one core taken
+    assert threads_for(2, 2, 2.0) == 1 and threads_for(8, 8, 12.0) == 1  # never below one
+    assert threads_for(8, 8, 3.2) == 5 and threads_for(4, 8, 1.0) == 4  # never above the configured
+
+
+def test_the_governor_decodes_on_fewer_threads_while_the_machine_is_busy_and_back():
+    m, polls, threads = Machine(), [], []
+    gov = SpinGovernor(configured=50, apply=polls.append, read=m.sample, clock=lambda: m.t, threads=2,
+                       apply_threads=threads.append, cores=2)
+    m.others = 2.0  # two busy loops
+    for _ in range(3):
+        m.advance(1.0)
+        gov.tick()
+    assert (polls, threads) == ([0], [1]) and (gov.poll, gov.threads) == (0, 1)
+    m.others = 0.0
+    for _ in range(6):
+        m.advance(1.0)
+        gov.tick()
+    assert (polls, threads) == ([0, 50], [1, 2])

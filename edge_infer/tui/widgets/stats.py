@@ -96,8 +96,9 @@ class StatsPane(Widget):
             f"TTFT p50 {snap.ttft_p50_s * 1000:.0f} ms · p95 {snap.ttft_p95_s * 1000:.0f} ms   "
             f"running {snap.running} · queued {snap.queued} · slots {snap.slots_busy}/{snap.n_slots}   "
             f"requests {snap.requests_total} · generated {snap.generated_tokens_total} tokens"
-            + (f"   machine busy ({snap.other_load_cores:.1f} cores used by other programs): CPU workers sleep "
-               "instead of spinning" if snap.other_load_cores > 0.5 else "")
+            + (f"   machine busy ({snap.other_load_cores:.1f} cores used by other programs): decoding on "
+               f"{snap.threads} thread{'s' * (snap.threads != 1)}, CPU workers sleep instead of spinning"
+               if snap.other_load_cores > 0.5 else "")
             + _speculation_text(snap))
         table = self.query_one("#requests", DataTable)
         table.clear()

@@ -54,7 +54,7 @@ def test_a_worker_killed_mid_stream(split_server, workers):
 
     health = httpx.get(url + "/health").json()
     assert health["status"] == "degraded" and "split" in health["unavailable"]
-    local = client.chat.completions.create(model="local", messages=ASK, max_tokens=8)  # the others serve on
+    local = client.chat.completions.create(model="local", messages=ASK, max_tokens=8, temperature=0)  # others serve on
     assert local.choices[0].message.content
 
     with pytest.raises(openai.APIStatusError) as down:  # while it is gone: 503 naming the worker
@@ -64,7 +64,7 @@ def test_a_worker_killed_mid_stream(split_server, workers):
 
     Worker(port=worker.port)  # back on the same address (the fixture's workers() stops the others)
     try:
-        again = client.chat.completions.create(model="split", messages=ASK, max_tokens=8)
+        again = client.chat.completions.create(model="split", messages=ASK, max_tokens=8, temperature=0)
         assert again.choices[0].message.content
         assert httpx.get(url + "/health").json()["status"] == "ok"
     finally:

@@ -38,9 +38,10 @@ def test_the_front_answers_what_the_remote_answers(served, front):
 
     o = ollama.Client(host=front.url).chat(model="big", messages=ASK, options={"temperature": 0, "num_predict": 8})
     assert o.message.content and o.done
+    # Anthropic's default temperature is 1: a sampled reply may end before max_tokens.
     a = anthropic.Anthropic(base_url=front.url, api_key="x", max_retries=0).messages.create(
         model="big", max_tokens=8, messages=ASK)
-    assert a.content[0].text and a.usage.output_tokens == 8
+    assert a.content[0].text and 0 < a.usage.output_tokens <= 8
 
 
 def test_a_client_leaving_the_front_frees_the_remotes_slot(served, front):

@@ -19,6 +19,24 @@ def run(binary, env, *args, timeout=180, input=None):
     return r
 
 
+def curl_socket(sock, path: str, body: str | None = None) -> str:
+    args = ["-H", "Content-Type: application/json", "-d", body] if body else []
+    return subprocess.run(["curl", "-s", "--unix-socket", str(sock), f"http://localhost{path}", *args],
+                          capture_output=True, text=True, timeout=60).stdout
+
+
+def ask_once_loaded(proc, sock, body: str, timeout: float = 120) -> dict:
+    """A chat completion from `serve` on `sock`, asked until it answers: the socket exists
+    before the model has loaded."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, f"serve exited:\n{proc.stderr.read()[-3000:]}"
+        assert time.monotonic() < deadline, "serve did not answer"
+        if sock.exists() and (out := curl_socket(sock, "/v1/chat/completions", body)):
+            return json.loads(out)
+        time.sleep(0.3)
+
+
 def test_version(binary, clean_env):
     r = run(binary, clean_env, "--version")
     assert r.returncode == 0 and r.stdout.startswith("edge-infer ")
@@ -103,21 +121,9 @@ def test_serve_on_a_socket_answers_a_chat_completion(binary, clean_env, smollm2_
     proc = subprocess.Popen([str(binary), "serve", str(smollm2_path), "--socket", str(sock), "--parallel", "2"],
                             env=clean_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while not sock.exists():
-            assert proc.poll() is None, f"serve exited:\n{proc.stderr.read()[-3000:]}"
-            assert time.monotonic() < deadline, "serve did not create its socket"
-            time.sleep(0.2)
         body = json.dumps({"model": smollm2_path.stem, "max_tokens": 8,
                            "messages": [{"role": "user", "content": "Say hi."}]})
-        for _ in range(100):  # the socket exists before the model has loaded
-            r = subprocess.run(["curl", "-s", "--unix-socket", str(sock), "http://localhost/v1/chat/completions",
-                                "-H", "Content-Type: application/json", "-d", body],
-                               capture_output=True, text=True, timeout=60)
-            if r.stdout:
-                break
-            time.sleep(0.3)
-        reply = json.loads(r.stdout)
+        reply = ask_once_loaded(proc, sock, body)
         assert reply["choices"][0]["message"]["content"], reply
         assert reply["usage"]["completion_tokens"] > 0
     finally:
@@ -171,11 +177,9 @@ def test_a_model_on_a_worker_answers_through_the_binary(binary, clean_env, smoll
     """The binary carries the RPC backend: its worker lends the CPU, and its serve --rpc runs
     the model in a child process of the frozen binary (multiprocessing's spawn) on it."""
     from tests.remote.conftest import free_port
-    from tests.rpc.conftest import rpc_plugin_installed
+    from tests.rpc.conftest import require_rpc_plugin
 
-    if not rpc_plugin_installed():
-        import pytest
-        pytest.skip("no RPC plug-in installed: `make rpc` (make test builds it)")
+    require_rpc_plugin()
     port = free_port()
     worker = subprocess.Popen([str(binary), "worker", "--port", str(port), "--threads", "1"], env=clean_env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -197,20 +201,9 @@ def test_a_model_on_a_worker_answers_through_the_binary(binary, clean_env, smoll
                                  env=clean_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         body = json.dumps({"model": smollm2_path.stem, "max_tokens": 8,
                            "messages": [{"role": "user", "content": "Say hi."}]})
-        deadline = time.monotonic() + 120
-        while True:
-            assert serve.poll() is None, f"serve exited:\n{serve.stderr.read()[-3000:]}"
-            assert time.monotonic() < deadline, "serve did not answer"
-            r = subprocess.run(["curl", "-s", "--unix-socket", str(sock), "http://localhost/v1/chat/completions",
-                                "-H", "Content-Type: application/json", "-d", body],
-                               capture_output=True, text=True, timeout=60)
-            if r.stdout:
-                break
-            time.sleep(0.3)
-        assert json.loads(r.stdout)["choices"][0]["message"]["content"], r.stdout
-        props = subprocess.run(["curl", "-s", "--unix-socket", str(sock), "http://localhost/props"],
-                               capture_output=True, text=True, timeout=30)
-        layers = {d["device"]: d["layers"] for d in json.loads(props.stdout)["devices"]}
+        reply = ask_once_loaded(serve, sock, body)
+        assert reply["choices"][0]["message"]["content"], reply
+        layers = {d["device"]: d["layers"] for d in json.loads(curl_socket(sock, "/props"))["devices"]}
         assert layers.get("RPC0", 0) > 0, layers
     finally:
         if serve is not None:

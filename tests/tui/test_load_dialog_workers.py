@@ -3,18 +3,15 @@ layers go; a worker that does not answer is one red line that disables Load."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.remote.conftest import free_port
-from tests.rpc.conftest import Worker, rpc_plugin_installed
+from tests.rpc.conftest import Worker, require_rpc_plugin
 
 from .test_load_dialog_kv import SETTINGS, change, load_button, open_dialog, plan
 from .conftest import wait_for
 
 
 async def test_the_plan_places_layers_on_the_workers_given(make_app, smollm2_path):
-    if not rpc_plugin_installed():
-        pytest.skip("no RPC plug-in installed: `make rpc` (make test builds it)")
+    require_rpc_plugin()
     a, b = Worker(), Worker()
     try:
         app = make_app(load=False)

@@ -11,6 +11,7 @@ import contextlib
 import multiprocessing
 import os
 import statistics
+import time
 from dataclasses import dataclass
 
 from edge_infer.bench import llama_server as llama_server_bench
@@ -89,18 +90,31 @@ class Measure:
     ttft_s: float
 
 
-def spin() -> None:
+SETTLE_S = 1.0  # the busy loops run this long before a pass: a laptop is busy before a request comes
+
+
+def spin(started=None) -> None:
+    if started is not None:
+        started.set()
     while True:
         pass
 
 
 @contextlib.contextmanager
 def busy_loops(n: int):
-    """n processes that each keep one core busy (0: none)."""
-    procs = [multiprocessing.get_context("spawn").Process(target=spin, daemon=True) for _ in range(n)]
+    """n processes that each keep one core busy (0: none), spinning for SETTLE_S before this
+    yields: a spawned child takes a second or more to import its way to the loop, and a pass
+    begun meanwhile would start on an idle machine."""
+    ctx = multiprocessing.get_context("spawn")
+    started = [ctx.Event() for _ in range(n)]
+    procs = [ctx.Process(target=spin, args=(e,), daemon=True) for e in started]
     for p in procs:
         p.start()
     try:
+        for e in started:
+            e.wait(60)
+        if n:
+            time.sleep(SETTLE_S)
         yield
     finally:
         for p in procs:

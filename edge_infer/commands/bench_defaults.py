@@ -28,6 +28,7 @@ def main(args) -> int:
     loads = (0, args.busy_loops) if args.busy_loops else (0,)
     results = defaults.run(smol, coder, binary, args.repeats, loads, log=lambda m: print(m, flush=True))
     print(f"\nedge-infer vs llama-server, each with its defaults (model and port only), medians of {args.repeats} "
-          "alternating runs; chat: 64-token replies (c=1: 6 requests, c=8: 16); code edit: one streamed reply")
+          "alternating runs; chat: 64-token replies (c=1: 6 requests, 3 beside busy loops; c=8: 16); code edit: one "
+          "streamed reply (its first 160 tokens beside busy loops), which run for a second before each pass")
     print(defaults.table(results, loads))
     return 0

@@ -15,8 +15,8 @@ the poll: beside two busy loops, two threads fell to 12-27 tok/s from 111-129 id
 other programs keep cores busy the engine also decodes on the cores they leave (threads_for):
 one thread there, 26-33 tok/s once the governor has seen two samples.)
 
-The governor samples the machine's busy CPU time and this process's own once a second; what
-the machine spent beyond this process is other programs' load, in cores. Decisions are pure
+A watch thread samples the machine's busy CPU time and this process's own four times a second;
+what the machine spent beyond this process is other programs' load, in cores. Decisions are pure
 (poll_for, threads_for) and unit-tested with faked samples; the engine applies them between
 steps (a new threadpool with the other poll, engine/threadpool.py; llama_set_n_threads).
 """
@@ -24,11 +24,12 @@ steps (a new threadpool with the other poll, engine/threadpool.py; llama_set_n_t
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-INTERVAL_S = 1.0      # between samples
+INTERVAL_S = 0.25     # between samples: a load that starts with a request is followed within about half a second
 SMOOTHING = 0.5       # weight of the newest sample in the load estimate
 FOLLOW_LOAD = True    # the test suite turns it off (its own servers load the machine)
 MARGIN = 0.5          # a core counts as taken when others use more than half of it
@@ -82,46 +83,83 @@ def threads_for(configured: int, cores: int, others: float) -> int:
     return max(1, min(configured, cores - round(others)))
 
 
+class LoadWatch:
+    """Other programs' load, sampled every INTERVAL_S on a daemon thread whether or not the engine
+    is decoding: a request that arrives on a machine already busy finds the decision made, instead
+    of decoding its first second or two on threads that spin against the other programs (the
+    first reply beside two busy loops ran at 7-18 tok/s, the next ones at 33-43). Keeps the
+    last two smoothed estimates: a change is made only when both agree (no flapping)."""
+
+    def __init__(self, read: Callable[[], CpuSample] = read_sample, interval: float = INTERVAL_S,
+                 background: bool = True):
+        self.read, self.interval = read, interval
+        self._prev = read()
+        self.estimates = (0.0, 0.0)   # (previous, newest), in cores
+        self._stop = threading.Event()
+        if background:
+            threading.Thread(target=self._run, name="edge-infer-load-watch", daemon=True).start()
+
+    def sample(self) -> None:
+        now = self.read()
+        load = others_load(self._prev, now)
+        self._prev = now
+        newest = self.estimates[1]
+        self.estimates = (newest, SMOOTHING * load + (1 - SMOOTHING) * newest)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.sample()
+            except Exception:  # psutil gone at interpreter exit, /proc unreadable: stop watching
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+
+
 class SpinGovernor:
-    def __init__(self, configured: int, apply: Callable[[int], None],
-                 read: Callable[[], CpuSample] = read_sample, enabled: bool = True,
-                 clock: Callable[[], float] = time.monotonic, threads: int = 0,
-                 apply_threads: Callable[[int], None] = lambda n: None, cores: int = 0):
+    def __init__(self, configured: int, apply: Callable[[int], None], watch: LoadWatch | None = None,
+                 enabled: bool = True, threads: int = 0, apply_threads: Callable[[int], None] = lambda n: None,
+                 cores: int = 0):
         """configured: the poll the user chose; only a spinning one (> 0) is ever changed.
         threads: the threads the user chose (0: leave them), applied with apply_threads, on a
-        machine of `cores` physical cores."""
-        self.configured, self.apply, self.read, self.clock = configured, apply, read, clock
+        machine of `cores` physical cores. watch: where the load comes from (a new LoadWatch
+        with its thread when none is given)."""
+        self.configured, self.apply = configured, apply
         self.enabled = enabled and FOLLOW_LOAD and configured > 0
         self.poll = configured
         self.configured_threads, self.threads, self.apply_threads = threads, threads, apply_threads
         self.cores = cores or _physical_cores()
-        self.others = 0.0
-        self._prev = read() if self.enabled else None
-        self._pending: tuple[int, int] | None = None   # a change must be seen twice in a row (no flapping)
+        self.watch = (watch or LoadWatch()) if self.enabled else None
+
+    @property
+    def others(self) -> float:
+        return self.watch.estimates[1] if self.watch else 0.0
+
+    def want(self, others: float) -> tuple[int, int]:
+        """(poll, threads) for a load of `others` cores."""
+        return (poll_for(self.configured, others),
+                threads_for(self.configured_threads, self.cores, others) if self.configured_threads else 0)
 
     def tick(self) -> None:
-        """Call between steps: samples at most once per INTERVAL_S, changes the poll when the
-        same new one was decided twice in a row."""
-        if not self.enabled or self.clock() - self._prev.wall < INTERVAL_S:
-            return  # every step comes here: only a clock read until a sample is due
-        now = self.read()
-        load = others_load(self._prev, now)
-        self._prev = now
-        self.others = SMOOTHING * load + (1 - SMOOTHING) * self.others
-        want = (poll_for(self.configured, self.others),
-                threads_for(self.configured_threads, self.cores, self.others) if self.configured_threads else 0)
-        if want == (self.poll, self.threads):
-            self._pending = None
-        elif want == self._pending:
-            self._pending = None
-            if want[1] != self.threads:
-                self.threads = want[1]
-                self.apply_threads(want[1])
-            if want[0] != self.poll:
-                self.poll = want[0]
-                self.apply(want[0])
-        else:
-            self._pending = want
+        """Call between steps (on the thread that decodes): applies what the watch's last two
+        estimates agree on, when it differs from what is in place. Only attribute reads until then."""
+        if not self.enabled:
+            return
+        previous, newest = self.watch.estimates
+        want = self.want(newest)
+        if want == (self.poll, self.threads) or want != self.want(previous):
+            return
+        if want[1] != self.threads:
+            self.threads = want[1]
+            self.apply_threads(want[1])
+        if want[0] != self.poll:
+            self.poll = want[0]
+            self.apply(want[0])
+
+    def close(self) -> None:
+        if self.watch:
+            self.watch.close()
 
 
 @functools.cache

@@ -99,4 +99,5 @@ class ModelRunner:
         return (x - np.log(np.exp(x).sum())).astype(np.float32)
 
     def close(self) -> None:
+        self.spin.close()
         self.batch.close()

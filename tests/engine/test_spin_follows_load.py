@@ -46,6 +46,6 @@ def test_workers_stop_spinning_while_other_programs_load_the_machine(make_engine
         for p in loops:
             p.terminate()
             p.join()
-    engine.runner.spin.read = lambda: CpuSample(time.monotonic(), 0.0, 0.0)  # nothing else runs
+    engine.runner.spin.watch.read = lambda: CpuSample(time.monotonic(), 0.0, 0.0)  # nothing else runs
     assert generate_until(engine, lambda: engine.snapshot().poll == 50), engine.snapshot()
     assert engine.generate(Request(prompt="Hello", sampling=SamplingParams(temperature=0, max_tokens=4))).tokens

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from edge_infer.engine import cpu_share
-from edge_infer.engine.cpu_share import CpuSample, SpinGovernor, others_load, poll_for, threads_for
+from edge_infer.engine.cpu_share import CpuSample, LoadWatch, SpinGovernor, others_load, poll_for, threads_for
 
 
 @pytest.fixture(autouse=True)
@@ -43,45 +45,73 @@ class Machine:
         return CpuSample(self.t, self.busy, self.ours)
 
 
+def governed(m: Machine, **kw) -> tuple[SpinGovernor, LoadWatch]:
+    watch = LoadWatch(read=m.sample, background=False)
+    return SpinGovernor(watch=watch, **kw), watch
+
+
+def step(m: Machine, gov: SpinGovernor, watch: LoadWatch, samples: int = 1) -> None:
+    """`samples` of the watch's intervals pass, then the engine decodes a step."""
+    for _ in range(samples):
+        m.advance(cpu_share.INTERVAL_S)
+        watch.sample()
+    gov.tick()
+
+
 def test_the_governor_changes_the_poll_after_two_agreeing_samples_and_back():
     m, applied = Machine(), []
-    gov = SpinGovernor(configured=50, apply=applied.append, read=m.sample, clock=lambda: m.t)
-    for _ in range(3):
-        m.advance(1.0)
-        gov.tick()
+    gov, watch = governed(m, configured=50, apply=applied.append)
+    step(m, gov, watch, 3)
     assert applied == [] and gov.poll == 50
     m.others = 2.0  # two busy loops start
-    for _ in range(3):
-        m.advance(1.0)
-        gov.tick()
-    assert applied == [0] and gov.poll == 0
-    m.advance(0.2)
-    gov.tick()  # sampled at most once a second
+    step(m, gov, watch)
+    assert applied == []                    # one sample: not yet
+    step(m, gov, watch)
+    assert applied == [0] and gov.poll == 0 and gov.others > 1.0
     m.others = 0.0
     for _ in range(6):
-        m.advance(1.0)
-        gov.tick()
+        step(m, gov, watch)
     assert applied == [0, 50] and gov.poll == 50
+
+
+def test_a_machine_busy_before_a_request_is_followed_from_its_first_step():
+    """The watch samples while the engine is idle: the first step after a quiet spell applies."""
+    m, applied, threads = Machine(), [], []
+    m.mine = 0.0  # the engine waits for requests
+    gov, watch = governed(m, configured=50, apply=applied.append, threads=2, apply_threads=threads.append, cores=2)
+    m.others = 2.0
+    for _ in range(8):
+        m.advance(cpu_share.INTERVAL_S)
+        watch.sample()
+    assert applied == [] and threads == []  # nothing is applied off the decoding thread
+    gov.tick()
+    assert (applied, threads) == ([0], [1])
+
+
+def test_the_watch_samples_on_its_own_thread_until_closed():
+    watch = LoadWatch(read=lambda: CpuSample(time.monotonic(), 2.0 * time.monotonic(), 0.0), interval=0.01)
+    deadline = time.monotonic() + 5
+    while watch.estimates[0] < 1.0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    watch.close()
+    assert watch.estimates[0] > 1.0   # two busy cores, none of them ours
 
 
 def test_one_sample_of_load_changes_nothing_and_a_chosen_poll_never_changes():
     m, applied = Machine(), []
-    gov = SpinGovernor(configured=50, apply=applied.append, read=m.sample, clock=lambda: m.t)
+    gov, watch = governed(m, configured=50, apply=applied.append)
     m.others = 2.0
-    m.advance(1.0)
-    gov.tick()
+    step(m, gov, watch)
     m.others = 0.0
-    for _ in range(3):
-        m.advance(1.0)
-        gov.tick()
+    step(m, gov, watch, 3)
     assert applied == []
-    for fixed in (SpinGovernor(configured=50, apply=applied.append, read=m.sample, enabled=False, clock=lambda: m.t),
-                  SpinGovernor(configured=0, apply=applied.append, read=m.sample, clock=lambda: m.t)):  # already sleeps
+    for enabled, configured in ((False, 50), (True, 0)):  # off, or a poll that already sleeps
+        fixed = SpinGovernor(configured=configured, apply=applied.append, enabled=enabled)
+        assert fixed.watch is None  # no thread either
         m.others = 2.0
         for _ in range(4):
-            m.advance(1.0)
             fixed.tick()
-        assert applied == [] and fixed.poll == fixed.configured
+        assert applied == [] and fixed.poll == fixed.configured and fixed.others == 0.0
 
 
 def test_threads_follow_the_cores_other_programs_leave():
@@ -93,15 +123,11 @@ def test_threads_follow_the_cores_other_programs_leave():
 
 def test_the_governor_decodes_on_fewer_threads_while_the_machine_is_busy_and_back():
     m, polls, threads = Machine(), [], []
-    gov = SpinGovernor(configured=50, apply=polls.append, read=m.sample, clock=lambda: m.t, threads=2,
-                       apply_threads=threads.append, cores=2)
+    gov, watch = governed(m, configured=50, apply=polls.append, threads=2, apply_threads=threads.append, cores=2)
     m.others = 2.0  # two busy loops
-    for _ in range(3):
-        m.advance(1.0)
-        gov.tick()
+    step(m, gov, watch, 3)
     assert (polls, threads) == ([0], [1]) and (gov.poll, gov.threads) == (0, 1)
     m.others = 0.0
     for _ in range(6):
-        m.advance(1.0)
-        gov.tick()
+        step(m, gov, watch)
     assert (polls, threads) == ([0, 50], [1, 2])

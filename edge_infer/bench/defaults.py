@@ -88,6 +88,29 @@ EDIT_ASK = ("Here is a Python function:\n\n```python\n" + EDIT_FUNCTION + "\n```
 class Measure:
     tok_s: float
     ttft_s: float
+    cores: float = 0.0   # CPU the server process used over the pass, in cores (CPU seconds / wall seconds)
+
+
+class CpuMeter:
+    """CPU seconds a process spent between start and stop, over the wall time: what a busy
+    machine left it, to compare with what it made of it."""
+
+    def __init__(self, pid: int):
+        import psutil
+
+        self.proc = psutil.Process(pid)
+
+    def _now(self) -> tuple[float, float]:
+        t = self.proc.cpu_times()
+        return time.monotonic(), t.user + t.system
+
+    def __enter__(self) -> "CpuMeter":
+        self.start = self._now()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        (w0, c0), (w1, c1) = self.start, self._now()
+        self.cores = (c1 - c0) / (w1 - w0) if w1 > w0 else 0.0
 
 
 SETTLE_S = 1.0  # the busy loops run this long before a pass: a laptop is busy before a request comes
@@ -165,17 +188,20 @@ def run(smol, coder, binary: str, repeats: int, loads: tuple[int, ...], log=prin
                         with busy_loops(n_loops):
                             for w in work:
                                 busy = n_loops > 0
-                                m = (code_edit(srv.target, busy) if w == "code edit"
-                                     else chat(srv.target, int(w[-1]), busy))
+                                with CpuMeter(srv.proc.pid) as cpu:
+                                    m = (code_edit(srv.target, busy) if w == "code edit"
+                                         else chat(srv.target, int(w[-1]), busy))
+                                m.cores = cpu.cores
                                 out.setdefault((n_loops, w, system), []).append(m)
-                                log(f"done: {system} {w} loops={n_loops} run {rep + 1}: {m.tok_s:.1f} tok/s")
+                                log(f"done: {system} {w} loops={n_loops} run {rep + 1}: {m.tok_s:.1f} tok/s "
+                                    f"on {m.cores:.2f} cores")
     return out
 
 
 def table(results: dict, loads: tuple[int, ...]) -> str:
     med = lambda ms, k: statistics.median(getattr(m, k) for m in ms)  # noqa: E731
     rows = [["workload", "busy loops", "edge-infer tok/s", "llama-server tok/s", "x tok/s", "edge TTFT p50 ms",
-             "llama TTFT p50 ms", "edge runs", "llama runs"]]
+             "llama TTFT p50 ms", "edge cores", "llama cores", "edge runs", "llama runs"]]
     for n in loads:
         for w in ("chat c=1", "chat c=8", "code edit"):
             e, ls = results.get((n, w, "edge-infer")), results.get((n, w, "llama-server"))
@@ -183,16 +209,24 @@ def table(results: dict, loads: tuple[int, ...]) -> str:
                 continue
             rows.append([w, str(n), f"{med(e, 'tok_s'):.1f}", f"{med(ls, 'tok_s'):.1f}",
                          f"{med(e, 'tok_s') / med(ls, 'tok_s'):.2f}", f"{med(e, 'ttft_s') * 1000:.0f}",
-                         f"{med(ls, 'ttft_s') * 1000:.0f}", " / ".join(f"{m.tok_s:.1f}" for m in e),
+                         f"{med(ls, 'ttft_s') * 1000:.0f}", f"{med(e, 'cores'):.2f}", f"{med(ls, 'cores'):.2f}",
+                         " / ".join(f"{m.tok_s:.1f}" for m in e),
                          " / ".join(f"{m.tok_s:.1f}" for m in ls)])
     if len(loads) > 1 and loads[0] == 0:
-        rows.append(["busy / idle (own)", "", "", "", "", "", "", "", ""])
+        # tok/s and the CPU the server got, each busy over idle: a server that slows in proportion
+        # to the CPU it lost has equal ratios; one whose threads fight the load falls further
+        rows.append(["busy / idle (own)", "", "", "", "", "", "", "", "", "", ""])
         for w in ("chat c=1", "chat c=8", "code edit"):
             for n in loads[1:]:
-                cells = []
+                if not any(results.get((n, w, system)) for system in ("edge-infer", "llama-server")):
+                    continue
+                cells = {}
                 for system in ("edge-infer", "llama-server"):
                     idle, busy = results.get((0, w, system)), results.get((n, w, system))
-                    cells.append(f"{med(busy, 'tok_s') / med(idle, 'tok_s'):.2f}" if idle and busy else "-")
-                rows.append([w, str(n), cells[0], cells[1], "", "", "", "", ""])
+                    for k in ("tok_s", "cores"):
+                        cells[system, k] = (f"{med(busy, k) / med(idle, k):.2f}" if idle and busy and med(idle, k)
+                                            else "-")
+                rows.append([w, str(n), cells["edge-infer", "tok_s"], cells["llama-server", "tok_s"], "", "", "",
+                             cells["edge-infer", "cores"], cells["llama-server", "cores"], "", ""])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(wd) for c, wd in zip(r, widths)).rstrip() for r in rows)

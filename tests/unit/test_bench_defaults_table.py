@@ -1,0 +1,31 @@
+"""bench-defaults' table (edge_infer/bench/defaults.py): medians, ratios, and the CPU each server
+got beside the busy loops next to what it made of it."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from edge_infer.bench.defaults import CpuMeter, Measure, table
+
+
+def test_busy_over_idle_sets_tok_s_beside_the_cpu_each_server_got():
+    runs = {}
+    for loops, edge, llama in ((0, (100.0, 2.0), (90.0, 2.0)), (2, (30.0, 0.6), (9.0, 1.0))):
+        for system, (tok_s, cores) in (("edge-infer", edge), ("llama-server", llama)):
+            runs[loops, "chat c=1", system] = [Measure(tok_s * f, 0.07, cores) for f in (0.9, 1.0, 1.2)]
+    lines = table(runs, (0, 2)).splitlines()
+    assert lines[0].split()[:4] == ["workload", "busy", "loops", "edge-infer"]
+    busy = lines[2].split()
+    assert busy[:7] == ["chat", "c=1", "2", "30.0", "9.0", "3.33", "70"] and busy[8:10] == ["0.60", "1.00"]
+    assert "27.0 / 30.0 / 36.0" in lines[2]  # every run, as measured
+    ratios = lines[-1].split()
+    assert ratios == ["chat", "c=1", "2", "0.30", "0.10", "0.30", "0.50"]  # edge slowed as its CPU; llama more
+
+
+def test_the_cpu_meter_reads_a_process_cpu_over_the_wall():
+    with CpuMeter(os.getpid()) as cpu:
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            pass
+    assert 0.5 < cpu.cores <= 1.2   # this thread spun the whole time

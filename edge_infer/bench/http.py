@@ -53,32 +53,39 @@ def prompts(n: int) -> list[str]:
     return cycle(QUESTIONS, n)
 
 
-async def stream_chat(client, model: str, question: str, max_tokens: int, **extra) -> RequestResult:
+async def stream_chat(client, model: str, question: str, max_tokens: int, deadline: float | None = None,
+                      **extra) -> RequestResult:
+    """One streamed chat completion. deadline (time.perf_counter()): the stream is closed there and
+    what came so far counts, as a finished request (a server beside busy loops can fall to a
+    token every few seconds)."""
     body = {"model": model, "messages": [{"role": "user", "content": question}], "max_tokens": max_tokens,
             "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, **extra}
     t0 = time.perf_counter()
     first = None
     chunks, usage_tokens, finished = 0, None, False
     try:
-        async with client.stream("POST", "/chat/completions", json=body) as r:
-            if r.status_code != 200:
-                return RequestResult(0, 0, 0, 0, error=f"HTTP {r.status_code}: {(await r.aread())[:200]!r}")
-            async for line in r.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                obj = json.loads(data)
-                if obj.get("error"):
-                    return RequestResult(0, chunks, 0, 0, error=str(obj["error"])[:200])
-                for choice in obj.get("choices") or ():
-                    if (choice.get("delta") or {}).get("content") or choice.get("text"):
-                        chunks += 1
-                        first = first or time.perf_counter()
-                    finished = finished or bool(choice.get("finish_reason"))
-                if obj.get("usage"):
-                    usage_tokens = obj["usage"].get("completion_tokens")
+        async with asyncio.timeout(None if deadline is None else max(0.0, deadline - t0)):
+            async with client.stream("POST", "/chat/completions", json=body) as r:
+                if r.status_code != 200:
+                    return RequestResult(0, 0, 0, 0, error=f"HTTP {r.status_code}: {(await r.aread())[:200]!r}")
+                async for line in r.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    obj = json.loads(data)
+                    if obj.get("error"):
+                        return RequestResult(0, chunks, 0, 0, error=str(obj["error"])[:200])
+                    for choice in obj.get("choices") or ():
+                        if (choice.get("delta") or {}).get("content") or choice.get("text"):
+                            chunks += 1
+                            first = first or time.perf_counter()
+                        finished = finished or bool(choice.get("finish_reason"))
+                    if obj.get("usage"):
+                        usage_tokens = obj["usage"].get("completion_tokens")
+    except TimeoutError:  # the deadline: what came counts
+        return RequestResult.timed(t0, first, time.perf_counter(), chunks)
     except Exception as exc:  # connection refused, reset, bad JSON: an error, not a crash
         return RequestResult(0, 0, 0, 0, error=f"{type(exc).__name__}: {exc}")
     if not finished:  # e.g. llama_cpp.server cutting a stream short for a newer request
@@ -89,15 +96,19 @@ async def stream_chat(client, model: str, question: str, max_tokens: int, **extr
 
 
 def run_http_pass(label: str, target: Target, concurrency: int, requests: int, max_tokens: int,
-                  rss=lambda: 0) -> PassResult:
-    """One pass: `requests` prompts (at least one per client) through `concurrency` clients."""
+                  rss=lambda: 0, budget_s: float | None = None) -> PassResult:
+    """One pass: `requests` prompts (at least one per client) through `concurrency` clients;
+    with budget_s, no new request after that many seconds and running streams cut there."""
     model = target.resolve_model()
     todo = iter(prompts(max(requests, concurrency)))
     results: list[RequestResult] = []
+    deadline = time.perf_counter() + budget_s if budget_s else None
 
     async def worker(client):
         for question in todo:  # one event loop: the shared iterator needs no lock
-            results.append(await stream_chat(client, model, question, max_tokens))
+            if deadline and time.perf_counter() >= deadline:
+                break
+            results.append(await stream_chat(client, model, question, max_tokens, deadline=deadline))
 
     async def run():
         async with target.client(concurrency) as client:

@@ -29,7 +29,8 @@ def main(args) -> int:
     results = defaults.run(smol, coder, binary, args.repeats, loads, log=lambda m: print(m, flush=True))
     print(f"\nedge-infer vs llama-server, each with its defaults (model and port only), medians of {args.repeats} "
           "alternating runs; chat: 64-token replies (c=1: 6 requests, 3 beside busy loops; c=8: 16); code edit: one "
-          "streamed reply (its first 160 tokens beside busy loops), which run for a second before each pass; cores: CPU the "
+          f"streamed reply (its first 160 tokens beside busy loops), which run for a second before each pass and cut it "
+          f"at {defaults.BUSY_BUDGET_S:.0f} s; cores: CPU the "
           "server used over the pass; under busy / idle, tok/s and cores each busy over idle")
     print(defaults.table(results, loads))
     return 0

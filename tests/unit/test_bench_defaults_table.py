@@ -29,3 +29,28 @@ def test_the_cpu_meter_reads_a_process_cpu_over_the_wall():
         while time.monotonic() < end:
             pass
     assert 0.5 < cpu.cores <= 1.2   # this thread spun the whole time
+
+
+def test_a_stream_past_its_deadline_counts_what_came():
+    """A server beside busy loops can send a token every few seconds: the pass ends at its budget."""
+    import asyncio
+    import json
+
+    import httpx
+
+    from edge_infer.bench.http import stream_chat
+
+    async def slow_tokens():
+        while True:
+            chunk = {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]}
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+            await asyncio.sleep(0.1)
+
+    async def go():
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, content=slow_tokens()))
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            t0 = time.perf_counter()
+            r = await stream_chat(client, "m", "q", 64, deadline=t0 + 0.35)
+            return r, time.perf_counter() - t0
+    r, took = asyncio.run(go())
+    assert r.error is None and 2 <= r.tokens <= 5 and took < 1.0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -145,6 +146,7 @@ class ServerProcess:
         self.label, self.argv, self.port, self.env = label, argv, port, env
         self.target = Target(f"http://127.0.0.1:{port}/v1")
         self.proc: subprocess.Popen | None = None
+        self.remove_after: list[str] = []   # folders of this run only (a disk cache), removed when it stops
 
     @classmethod
     def ours(cls, model_path, threads: int, ctx: int, parallel: int, *flags: str) -> "ServerProcess":
@@ -201,3 +203,5 @@ class ServerProcess:
                 self.proc.wait()
         if getattr(self, "log", None):
             self.log.close()
+        for path in self.remove_after:
+            shutil.rmtree(path, ignore_errors=True)

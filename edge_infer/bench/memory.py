@@ -118,8 +118,12 @@ def edge_infer_defaults(model_path, *flags: str, kv_dir=None) -> ServerProcess:
 
     port = free_port()
     argv = [sys.executable, "-m", "edge_infer", "serve", str(model_path), "--port", str(port), "--only", *flags]
-    env = {**os.environ, "EDGE_INFER_KV_CACHE": str(kv_dir or tempfile.mkdtemp(prefix="ei-kv-"))}
-    return ServerProcess("edge-infer " + (" ".join(flags) or "(defaults)"), argv, port, env=env)
+    own = None if kv_dir else tempfile.mkdtemp(prefix="ei-kv-")
+    env = {**os.environ, "EDGE_INFER_KV_CACHE": str(kv_dir or own)}
+    server = ServerProcess("edge-infer " + (" ".join(flags) or "(defaults)"), argv, port, env=env)
+    if own:
+        server.remove_after.append(own)  # a code edit's states filled 315 MiB a run
+    return server
 
 
 def build_llama_server() -> str:

@@ -15,6 +15,12 @@ the poll: beside two busy loops, two threads fell to 12-27 tok/s from 111-129 id
 other programs keep cores busy the engine also decodes on the cores they leave (threads_for):
 one thread there, 26-33 tok/s once the governor has seen two samples.)
 
+Tried and left: a ggml barrier that sleeps on a futex after 1024 spins (a patch to ggml-cpu.c).
+With two threads beside two busy loops it decoded 40-43 tok/s against one spinning thread's
+33-43 (no clear gain for a patched wheel), and on for every pool it cost the idle machine
+80-97 tok/s against 104-106. One thread gets what the kernel gives one of three runnable
+threads on two cores, about 0.65 of a core; bench-defaults prints it ("cores").
+
 A watch thread samples the machine's busy CPU time and this process's own four times a second;
 what the machine spent beyond this process is other programs' load, in cores. Decisions are pure
 (poll_for, threads_for) and unit-tested with faked samples; the engine applies them between
@@ -143,7 +149,7 @@ class SpinGovernor:
 
     def tick(self) -> None:
         """Call between steps (on the thread that decodes): applies what the watch's last two
-        estimates agree on, when it differs from what is in place. Only attribute reads until then."""
+        estimates agree on, when it differs from what is in place (two small pure decisions a step)."""
         if not self.enabled:
             return
         previous, newest = self.watch.estimates

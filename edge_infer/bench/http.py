@@ -65,26 +65,26 @@ async def stream_chat(client, model: str, question: str, max_tokens: int, deadli
     first = None
     chunks, usage_tokens, finished = 0, None, False
     try:
-        async with asyncio.timeout(None if deadline is None else max(0.0, deadline - t0)):
-            async with client.stream("POST", "/chat/completions", json=body) as r:
-                if r.status_code != 200:
-                    return RequestResult(0, 0, 0, 0, error=f"HTTP {r.status_code}: {(await r.aread())[:200]!r}")
-                async for line in r.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    obj = json.loads(data)
-                    if obj.get("error"):
-                        return RequestResult(0, chunks, 0, 0, error=str(obj["error"])[:200])
-                    for choice in obj.get("choices") or ():
-                        if (choice.get("delta") or {}).get("content") or choice.get("text"):
-                            chunks += 1
-                            first = first or time.perf_counter()
-                        finished = finished or bool(choice.get("finish_reason"))
-                    if obj.get("usage"):
-                        usage_tokens = obj["usage"].get("completion_tokens")
+        async with (asyncio.timeout(None if deadline is None else max(0.0, deadline - t0)),
+                    client.stream("POST", "/chat/completions", json=body) as r):
+            if r.status_code != 200:
+                return RequestResult(0, 0, 0, 0, error=f"HTTP {r.status_code}: {(await r.aread())[:200]!r}")
+            async for line in r.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                obj = json.loads(data)
+                if obj.get("error"):
+                    return RequestResult(0, chunks, 0, 0, error=str(obj["error"])[:200])
+                for choice in obj.get("choices") or ():
+                    if (choice.get("delta") or {}).get("content") or choice.get("text"):
+                        chunks += 1
+                        first = first or time.perf_counter()
+                    finished = finished or bool(choice.get("finish_reason"))
+                if obj.get("usage"):
+                    usage_tokens = obj["usage"].get("completion_tokens")
     except TimeoutError:  # the deadline: what came counts
         return RequestResult.timed(t0, first, time.perf_counter(), chunks)
     except Exception as exc:  # connection refused, reset, bad JSON: an error, not a crash

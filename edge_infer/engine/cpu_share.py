@@ -138,6 +138,7 @@ class SpinGovernor:
         self.configured_threads, self.threads, self.apply_threads = threads, threads, apply_threads
         self.cores = cores or _physical_cores()
         self.watch = (watch or LoadWatch()) if self.enabled else None
+        self._decided: tuple[float, float] | None = None   # the estimates the last tick decided on
 
     @property
     def others(self) -> float:
@@ -150,10 +151,11 @@ class SpinGovernor:
 
     def tick(self) -> None:
         """Call between steps (on the thread that decodes): applies what the watch's last two
-        estimates agree on, when it differs from what is in place (two small pure decisions a step)."""
-        if not self.enabled:
+        estimates agree on, when it differs from what is in place. Every step comes here: until the
+        watch has a new sample, only an identity check."""
+        if not self.enabled or self.watch.estimates is self._decided:
             return
-        previous, newest = self.watch.estimates
+        self._decided = previous, newest = self.watch.estimates
         want = self.want(newest)
         if want == (self.poll, self.threads) or want != self.want(previous):
             return

@@ -28,6 +28,12 @@ async def wait_for(pilot, condition, timeout=60.0):
         await asyncio.sleep(0)
 
 
+async def wait_loaded(pilot, app, timeout=60.0):
+    """Until the app shows the loaded model: the host is ready on the loading thread a moment
+    before the app's own callback (call_from_thread) updates the title and the tabs."""
+    await wait_for(pilot, lambda: app.host.ready and app.sub_title == app.host.description, timeout)
+
+
 def toasts(app, title: str | None = None) -> list[str]:
     """The notifications on screen now, oldest first, as the user reads them: "title\nmessage"
     (the message alone when it has no title); with `title`, the messages of the toasts with that

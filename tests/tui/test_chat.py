@@ -8,13 +8,13 @@ from edge_infer.tui.conversations import ConversationStore
 from edge_infer.tui.screens.pick_model import ModelPickerScreen
 from edge_infer.tui.widgets.chat import ChatPane, MessageView
 
-from .conftest import toasts, wait_for
+from .conftest import toasts, wait_for, wait_loaded
 
 
 async def ready_chat(pilot, sampling: dict):
     """The chat pane once the model is loaded, its conversation sampling as given."""
     app = pilot.app
-    await wait_for(pilot, lambda: app.host.ready)
+    await wait_loaded(pilot, app)
     chat = app.query_one(ChatPane)
     chat.current.sampling.update(**sampling)
     return chat
@@ -31,7 +31,7 @@ async def send(pilot, text):
 async def test_chat_streams_a_reply_with_its_stats(make_app):
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
+        await wait_loaded(pilot, app)
         chat = app.query_one(ChatPane)
         await send(pilot, "What is the capital of France?")
         await wait_for(pilot, lambda: len(app.query(MessageView)) == 2)
@@ -46,7 +46,7 @@ async def test_chat_streams_a_reply_with_its_stats(make_app):
 async def test_keys_work_while_a_reply_streams_and_esc_stops_it(make_app):
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
+        await wait_loaded(pilot, app)
         chat = app.query_one(ChatPane)
         # ignore_eos: the story must still be streaming when Esc arrives (a short one made this flaky)
         chat.current.sampling.update(max_tokens=2000, temperature=0.8, ignore_eos=True)
@@ -74,7 +74,7 @@ async def test_conversations_persist_and_restore(make_app, tmp_path):
     store = ConversationStore(tmp_path / "conversations")
     app = make_app(store=store)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
+        await wait_loaded(pilot, app)
         chat = app.query_one(ChatPane)
         chat.current.sampling.update(max_tokens=8)
         await send(pilot, "Say hello.")
@@ -148,7 +148,7 @@ async def test_a_saved_conversation_reopened_in_a_new_app_restores_its_history_f
 async def test_a_prompt_over_the_context_is_a_notification_and_nothing_is_lost(make_app):
     app = make_app()
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
+        await wait_loaded(pilot, app)
         long = "word " * 1500
         await send(pilot, long)
         await wait_for(pilot, lambda: any("context holds" in m for m in toasts(app, "Cannot send")))
@@ -159,7 +159,7 @@ async def test_a_prompt_over_the_context_is_a_notification_and_nothing_is_lost(m
 async def test_a_conversation_switches_model_and_the_reply_comes_from_it(make_app, gemma_store, tmp_path):
     app = make_app()  # SmolLM2 is loaded and the default; Gemma 3 is installed, not loaded
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
+        await wait_loaded(pilot, app)
         smol = app.host.current
         chat = app.query_one(ChatPane)
         chat.current.sampling.update(max_tokens=8, temperature=0)
@@ -210,7 +210,7 @@ async def test_a_model_that_cannot_load_is_a_notification_and_the_message_comes_
 
     app = make_app()
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
+        await wait_loaded(pilot, app)
         chat = app.query_one(ChatPane)
         chat.current.model = "gemma3"
         app.host.budget = Budget(ram=200 << 20)  # SmolLM2 fits; Gemma 3 alone does not

@@ -5,7 +5,7 @@ from textual.widgets import DataTable, Input, Static
 from edge_infer.tui.screens.load_model import LoadModelScreen
 from edge_infer.tui.widgets.chat import ChatPane
 
-from .conftest import toasts, wait_for
+from .conftest import toasts, wait_for, wait_loaded
 from .test_chat import send
 
 
@@ -35,7 +35,7 @@ async def test_models_tab_lists_installed_and_loads_with_a_plan(make_app, monkey
         assert "1536" not in plan  # the plan follows the inputs ...
         await wait_for(pilot, lambda: shown() != plan)  # ... and changes with them
         app.screen.query_one("#load").press()
-        await wait_for(pilot, lambda: app.host.ready)
+        await wait_loaded(pilot, app)
         assert app.host.current.settings.ctx == 1536 and app.host.current.name == "smollm2:Q4_1"
 
 
@@ -54,7 +54,7 @@ async def test_bad_model_is_a_notification_not_a_crash(make_app, tmp_path):
 async def test_stats_tab_follows_a_chat_reply(make_app):
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
+        await wait_loaded(pilot, app)
         chat = app.query_one(ChatPane)
         chat.current.sampling.update(max_tokens=200, temperature=0.7, seed=1)
         await send(pilot, "Tell me a story about a cat.")

@@ -4,7 +4,7 @@ import asyncio
 
 from textual.widgets import DataTable, Input, RadioButton, Static
 
-from .conftest import host_rows, toasts, wait_for
+from .conftest import host_rows, toasts, wait_for, wait_loaded
 
 
 async def _start(app, pilot, **fields):
@@ -35,7 +35,7 @@ async def test_server_tab_serves_the_loaded_engine_to_the_openai_client(make_app
 
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
+        await wait_loaded(pilot, app)
         pane = await _start(app, pilot, port="0")
         assert status(app) == f"● serving {pane.server.address}" and pane.server.address.startswith("http://127.0.0.1:")
         assert "curl http://127.0.0.1:" in str(app.query_one("#curl-example").render())
@@ -63,7 +63,7 @@ async def test_server_tab_on_a_unix_socket(make_app, tmp_path):
     sock = tmp_path / "ei.sock"
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
+        await wait_loaded(pilot, app)
         app.query_one("#use-socket", RadioButton).value = True
         await _start(app, pilot, socket=str(sock))
         assert status(app) == f"● serving unix:{sock}"
@@ -91,7 +91,7 @@ async def test_server_tab_lists_two_loaded_models_and_unloads_pins_and_loads_by_
 
     app = make_app()  # SmolLM2 (by path) is the default model
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
-        await wait_for(pilot, lambda: app.host.ready)
+        await wait_loaded(pilot, app)
         smol = app.host.current.name
         # Gemma 3 loads beside it (the host holds both): it becomes the default.
         await asyncio.to_thread(app.host.load, str(gemma3_path), app.default_settings)

@@ -121,31 +121,68 @@ def spin(started=None) -> None:
     parent = os.getppid()
     if started is not None:
         started.set()
-    while os.getppid() == parent:  # a killed benchmark leaves no loop behind
+    while os.getppid() == parent:  # a killed benchmark (or busy program) leaves no loop behind
         for _ in range(1_000_000):
             pass
 
 
-@contextlib.contextmanager
-def busy_loops(n: int):
-    """n processes that each keep one core busy (0: none), spinning for SETTLE_S before this
-    yields: a spawned child takes a second or more to import its way to the loop, and a pass
-    begun meanwhile would start on an idle machine."""
-    ctx = multiprocessing.get_context("spawn")
-    started = [ctx.Event() for _ in range(n)]
-    procs = [ctx.Process(target=spin, args=(e,), daemon=True) for e in started]
-    for p in procs:
-        p.start()
+def busy_program(started: list, apart: bool) -> None:
+    """One program that keeps len(started) cores busy: this process and a child per further loop.
+    apart: in a session of its own, as a program started from another terminal or the desktop;
+    Linux (sched_autogroup) shares the CPU between sessions before it shares it between threads."""
+    if apart:
+        os.setsid()
+    for e in started[1:]:
+        if os.fork() == 0:   # a fresh spawned process: no threads to fork with it
+            spin(e)
+            os._exit(0)
+    spin(started[0])
+
+
+@dataclass(frozen=True)
+class Busy:
+    """What keeps the machine busy during a pass: `loops` busy loops (0: none), as one program in a
+    session of its own (apart) or in the benchmark's own session, beside the servers."""
+    loops: int
+    apart: bool = True
+
+    @property
+    def label(self) -> str:
+        return "0" if not self.loops else f"{self.loops} {'apart' if self.apart else 'shared'}"
+
+
+IDLE = Busy(0)
+
+
+def autogroup() -> bool | None:
+    """Whether the kernel shares the CPU between sessions first (None: not Linux or not said)."""
     try:
-        for e in started:
-            e.wait(60)
-        if n:
-            time.sleep(SETTLE_S)
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def busy_loops(busy: Busy):
+    """The busy program running (nothing for 0 loops), spinning for SETTLE_S before this yields: a
+    spawned child takes a second or more to import its way to the loop, and a pass begun meanwhile
+    would start on an idle machine."""
+    if not busy.loops:
+        yield
+        return
+    ctx = multiprocessing.get_context("spawn")
+    started = [ctx.Event() for _ in range(busy.loops)]
+    leader = ctx.Process(target=busy_program, args=(started, busy.apart), daemon=True)
+    leader.start()
+    try:
+        if not all(e.wait(60) for e in started):
+            raise RuntimeError("the busy loops did not start")
+        time.sleep(SETTLE_S)
         yield
     finally:
-        for p in procs:
-            p.terminate()
-            p.join()
+        leader.terminate()   # its other loops see their parent gone and end
+        leader.join()
 
 
 def llama_server(binary: str, model_path) -> ServerProcess:
@@ -179,59 +216,59 @@ def code_edit(target: Target, busy: bool = False) -> Measure:
     return Measure(r.decode_tok_s, r.ttft_s)
 
 
-def run(smol, coder, binary: str, repeats: int, loads: tuple[int, ...], log=print) -> dict:
-    """{(loops, workload, system): [Measure, ...]}, systems alternating within each repeat."""
+def run(smol, coder, binary: str, repeats: int, loads: tuple[Busy, ...], log=print) -> dict:
+    """{(busy, workload, system): [Measure, ...]}, systems alternating within each repeat."""
     out: dict = {}
     makers = {"edge-infer": edge_infer_defaults, "llama-server": lambda p: llama_server(binary, p)}
-    for n_loops in loads:
+    for load in loads:
         for rep in range(repeats):
             order = list(makers) if rep % 2 == 0 else list(reversed(makers))
             for system in order:
                 for model, work in ((smol, ("chat c=1", "chat c=8")), (coder, ("code edit",))):
                     with makers[system](model) as srv:
                         warm_up(srv.target)
-                        with busy_loops(n_loops):
+                        with busy_loops(load):
                             for w in work:
-                                busy = n_loops > 0
+                                busy = load.loops > 0
                                 with CpuMeter(srv.proc.pid) as cpu:
                                     m = (code_edit(srv.target, busy) if w == "code edit"
                                          else chat(srv.target, int(w[-1]), busy))
                                 m.cores = cpu.cores
-                                out.setdefault((n_loops, w, system), []).append(m)
-                                log(f"done: {system} {w} loops={n_loops} run {rep + 1}: {m.tok_s:.1f} tok/s "
+                                out.setdefault((load, w, system), []).append(m)
+                                log(f"done: {system} {w} busy={load.label} run {rep + 1}: {m.tok_s:.1f} tok/s "
                                     f"on {m.cores:.2f} cores")
     return out
 
 
-def table(results: dict, loads: tuple[int, ...]) -> str:
+def table(results: dict, loads: tuple[Busy, ...]) -> str:
     med = lambda ms, k: statistics.median(getattr(m, k) for m in ms)  # noqa: E731
     rows = [["workload", "busy loops", "edge-infer tok/s", "llama-server tok/s", "x tok/s", "edge TTFT p50 ms",
              "llama TTFT p50 ms", "edge cores", "llama cores", "edge runs", "llama runs"]]
-    for n in loads:
+    for load in loads:
         for w in ("chat c=1", "chat c=8", "code edit"):
-            e, ls = results.get((n, w, "edge-infer")), results.get((n, w, "llama-server"))
+            e, ls = results.get((load, w, "edge-infer")), results.get((load, w, "llama-server"))
             if not e or not ls:
                 continue
-            rows.append([w, str(n), f"{med(e, 'tok_s'):.1f}", f"{med(ls, 'tok_s'):.1f}",
+            rows.append([w, load.label, f"{med(e, 'tok_s'):.1f}", f"{med(ls, 'tok_s'):.1f}",
                          f"{med(e, 'tok_s') / med(ls, 'tok_s'):.2f}", f"{med(e, 'ttft_s') * 1000:.0f}",
                          f"{med(ls, 'ttft_s') * 1000:.0f}", f"{med(e, 'cores'):.2f}", f"{med(ls, 'cores'):.2f}",
                          " / ".join(f"{m.tok_s:.1f}" for m in e),
                          " / ".join(f"{m.tok_s:.1f}" for m in ls)])
-    if len(loads) > 1 and loads[0] == 0:
+    if len(loads) > 1 and loads[0] == IDLE:
         # tok/s and the CPU the server got, each busy over idle: a server that slows in proportion
         # to the CPU it lost has equal ratios; one whose threads fight the load falls further
         rows.append(["busy / idle (own)", "", "", "", "", "", "", "", "", "", ""])
         for w in ("chat c=1", "chat c=8", "code edit"):
-            for n in loads[1:]:
-                if not any(results.get((n, w, system)) for system in ("edge-infer", "llama-server")):
+            for load in loads[1:]:
+                if not any(results.get((load, w, system)) for system in ("edge-infer", "llama-server")):
                     continue
                 cells = {}
                 for system in ("edge-infer", "llama-server"):
-                    idle, busy = results.get((0, w, system)), results.get((n, w, system))
+                    idle, busy = results.get((IDLE, w, system)), results.get((load, w, system))
                     for k in ("tok_s", "cores"):
                         cells[system, k] = (f"{med(busy, k) / med(idle, k):.2f}" if idle and busy and med(idle, k)
                                             else "-")
-                rows.append([w, str(n), cells["edge-infer", "tok_s"], cells["llama-server", "tok_s"], "", "", "",
+                rows.append([w, load.label, cells["edge-infer", "tok_s"], cells["llama-server", "tok_s"], "", "", "",
                              cells["edge-infer", "cores"], cells["llama-server", "cores"], "", ""])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(wd) for c, wd in zip(r, widths)).rstrip() for r in rows)

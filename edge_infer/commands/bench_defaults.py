@@ -11,7 +11,11 @@ def register(sub) -> None:
     p.add_argument("--code-model", default="qwen-coder", help="model for the code edit (default qwen-coder)")
     p.add_argument("--repeats", type=int, default=3, help="alternating runs per system (default 3)")
     p.add_argument("--busy-loops", type=int, default=2,
-                   help="busy-loop processes beside the servers in the second half (default 2; 0 = idle only)")
+                   help="busy loops beside the servers in the second half (default 2; 0 = idle only)")
+    p.add_argument("--busy-as", choices=("apart", "shared", "both"), default="both",
+                   help="the busy loops as one program in a session of its own (apart: a program started "
+                        "elsewhere), in the servers' session (shared: the kernel shares the CPU per thread), "
+                        "or one pass each (default)")
     p.set_defaults(func=main)
 
 
@@ -25,12 +29,15 @@ def main(args) -> int:
     smol, _ = resolve_model(args.chat_model)
     coder, _ = resolve_model(args.code_model)
     binary = build_llama_server()
-    loads = (0, args.busy_loops) if args.busy_loops else (0,)
+    modes = {"apart": (True,), "shared": (False,), "both": (True, False)}[args.busy_as]
+    loads = (defaults.IDLE, *(defaults.Busy(args.busy_loops, apart) for apart in modes if args.busy_loops))
     results = defaults.run(smol, coder, binary, args.repeats, loads, log=lambda m: print(m, flush=True))
     print(f"\nedge-infer vs llama-server, each with its defaults (model and port only), medians of {args.repeats} "
           "alternating runs; chat: 64-token replies (c=1: 6 requests, 3 beside busy loops; c=8: 16); code edit: one "
           f"streamed reply (its first 160 tokens beside busy loops), which run for a second before each pass and cut it "
           f"at {defaults.BUSY_BUDGET_S:.0f} s; cores: CPU the "
-          "server used over the pass; under busy / idle, tok/s and cores each busy over idle")
+          "server used over the pass; under busy / idle, tok/s and cores each busy over idle; busy loops 'apart': "
+          "one program in a session of its own, 'shared': in the servers' session (the kernel "
+          f"{'shares the CPU between sessions first' if defaults.autogroup() else 'does not group by session here'})")
     print(defaults.table(results, loads))
     return 0

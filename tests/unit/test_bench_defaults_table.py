@@ -6,21 +6,21 @@ from __future__ import annotations
 import os
 import time
 
-from edge_infer.bench.defaults import CpuMeter, Measure, table
+from edge_infer.bench.defaults import IDLE, Busy, CpuMeter, Measure, busy_loops, table
 
 
 def test_busy_over_idle_sets_tok_s_beside_the_cpu_each_server_got():
-    runs = {}
-    for loops, edge, llama in ((0, (100.0, 2.0), (90.0, 2.0)), (2, (30.0, 0.6), (9.0, 1.0))):
+    runs, busy = {}, Busy(2, apart=False)
+    for loops, edge, llama in ((IDLE, (100.0, 2.0), (90.0, 2.0)), (busy, (30.0, 0.6), (9.0, 1.0))):
         for system, (tok_s, cores) in (("edge-infer", edge), ("llama-server", llama)):
             runs[loops, "chat c=1", system] = [Measure(tok_s * f, 0.07, cores) for f in (0.9, 1.0, 1.2)]
-    lines = table(runs, (0, 2)).splitlines()
+    lines = table(runs, (IDLE, busy)).splitlines()
     assert lines[0].split()[:4] == ["workload", "busy", "loops", "edge-infer"]
-    busy = lines[2].split()
-    assert busy[:7] == ["chat", "c=1", "2", "30.0", "9.0", "3.33", "70"] and busy[8:10] == ["0.60", "1.00"]
+    row = lines[2].split()
+    assert row[:8] == ["chat", "c=1", "2", "shared", "30.0", "9.0", "3.33", "70"] and row[9:11] == ["0.60", "1.00"]
     assert "27.0 / 30.0 / 36.0" in lines[2]  # every run, as measured
     ratios = lines[-1].split()
-    assert ratios == ["chat", "c=1", "2", "0.30", "0.10", "0.30", "0.50"]  # edge slowed as its CPU; llama more
+    assert ratios == ["chat", "c=1", "2", "shared", "0.30", "0.10", "0.30", "0.50"]  # edge slowed as its CPU; llama more
 
 
 def test_the_cpu_meter_reads_a_process_cpu_over_the_wall():
@@ -54,3 +54,19 @@ def test_a_stream_past_its_deadline_counts_what_came():
             return r, time.perf_counter() - t0
     r, took = asyncio.run(go())
     assert r.error is None and 2 <= r.tokens <= 5 and took < 1.0
+
+
+def test_busy_loops_run_as_one_program_apart_or_in_our_session_and_end_with_it():
+    """'apart' is a program started elsewhere: its loops share one session of their own, which
+    Linux's autogroup gives a share of the CPU as a whole; 'shared' keeps them in ours."""
+    import psutil
+
+    me = psutil.Process()
+    for apart in (True, False):
+        with busy_loops(Busy(2, apart)):
+            loops = [p for p in me.children(recursive=True) if p.cpu_percent(0.2) > 20]  # not the resource tracker
+            sessions = {os.getsid(p.pid) for p in loops}
+            assert len(loops) == 2 and len(sessions) == 1
+            assert (sessions.pop() != os.getsid(0)) == apart
+        gone, alive = psutil.wait_procs(loops, timeout=5)
+        assert not alive

@@ -64,9 +64,10 @@ async def stream_chat(client, model: str, question: str, max_tokens: int, deadli
     t0 = time.perf_counter()
     first = None
     chunks, usage_tokens, finished = 0, None, False
-    try:
-        async with (asyncio.timeout(None if deadline is None else max(0.0, deadline - t0)),
-                    client.stream("POST", "/chat/completions", json=body) as r):
+
+    async def read() -> RequestResult | None:   # None: the stream ended; a result: it failed
+        nonlocal first, chunks, usage_tokens, finished
+        async with client.stream("POST", "/chat/completions", json=body) as r:
             if r.status_code != 200:
                 return RequestResult(0, 0, 0, 0, error=f"HTTP {r.status_code}: {(await r.aread())[:200]!r}")
             async for line in r.aiter_lines():
@@ -85,10 +86,17 @@ async def stream_chat(client, model: str, question: str, max_tokens: int, deadli
                     finished = finished or bool(choice.get("finish_reason"))
                 if obj.get("usage"):
                     usage_tokens = obj["usage"].get("completion_tokens")
-    except TimeoutError:  # the deadline: what came counts
+        return None
+
+    try:
+        # wait_for, not asyncio.timeout: Python 3.10 has no asyncio.timeout
+        failed = await asyncio.wait_for(read(), None if deadline is None else max(0.0, deadline - t0))
+    except asyncio.TimeoutError:  # the deadline: what came counts (not the builtin TimeoutError on 3.10)
         return RequestResult.timed(t0, first, time.perf_counter(), chunks)
     except Exception as exc:  # connection refused, reset, bad JSON: an error, not a crash
         return RequestResult(0, 0, 0, 0, error=f"{type(exc).__name__}: {exc}")
+    if failed:
+        return failed
     if not finished:  # e.g. llama_cpp.server cutting a stream short for a newer request
         return RequestResult(0, chunks, 0, 0, error="the stream ended without a finish_reason")
     end = time.perf_counter()

@@ -23,10 +23,15 @@ Unknown keys and bad values are refused when the server starts, naming the key.
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 

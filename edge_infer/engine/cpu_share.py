@@ -19,7 +19,12 @@ Tried and left: a ggml barrier that sleeps on a futex after 1024 spins (a patch 
 With two threads beside two busy loops it decoded 40-43 tok/s against one spinning thread's
 33-43 (no clear gain for a patched wheel), and on for every pool it cost the idle machine
 80-97 tok/s against 104-106. One thread gets what the kernel gives one of three runnable
-threads on two cores, about 0.65 of a core; bench-defaults prints it ("cores").
+threads on two cores, about 0.65 of a core; bench-defaults prints it ("cores"). That is when the
+busy program shares the engine's session; Linux (autogroup, or a desktop's per-app cgroups)
+shares the CPU between sessions first, so beside one other program with two busy loops the
+engine's session gets half the machine: others' load reads one core, threads_for picks one
+thread, and it runs on a whole core (bench-defaults "apart": 0.95-0.97 cores, 0.59-0.72 of
+its idle tok/s). Two threads there would share that core and wait for each other.
 
 A watch thread samples the machine's busy CPU time and this process's own four times a second;
 what the machine spent beyond this process is other programs' load, in cores. Decisions are pure

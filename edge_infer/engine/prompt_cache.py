@@ -1,7 +1,8 @@
 """A RAM cache of saved sequences (KV state bytes keyed by their tokens), LRU by bytes.
 
 A conversation that loses its slot leaves its KV here (--prompt-cache-mib); a follow-up
-turn whose prompt starts with those tokens restores them instead of evaluating them again.
+turn whose prompt starts with those tokens restores them instead of evaluating them again, and
+so does the same short question asked again (the entry is restored and its tail dropped).
 Pure Python: the bytes come from engine/kv_state.py, this only decides what to keep.
 Not thread-safe: the engine thread alone uses it.
 """
@@ -11,6 +12,26 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+
+
+# Restoring copies a whole entry, evaluating its shared part costs compute: an entry whose tail
+# past the shared prefix is up to this long is worth restoring and cutting (a short chat's reply).
+PARTIAL_TAIL = 512
+
+
+def shared_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """Length of the common prefix; slices compared in C, halving (prompts run to 100k tokens)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n   # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 @dataclass(frozen=True)
@@ -78,15 +99,15 @@ class PromptCache:
         return True
 
     def take(self, prompt_tokens) -> CacheEntry | None:
-        """Remove and return the entry with the longest tokens that are a prefix of the
-        prompt (removed: once restored it lives in a slot again). None counts a miss."""
+        """Remove and return the entry that shares the longest prefix with the prompt (removed:
+        once restored it lives in a slot again); the shorter of equals, less to restore. None
+        counts a miss."""
         prompt = tuple(prompt_tokens)
-        best: CacheEntry | None = None
+        best, best_shared = None, 0
         for entry in self._entries.values():
-            n = len(entry.tokens)
-            if n <= len(prompt) and (best is None or n > len(best.tokens)) \
-                    and prompt[:n] == entry.tokens:
-                best = entry
+            n = self._usable(entry, prompt)
+            if n > best_shared or (n == best_shared and n and len(entry.tokens) < len(best.tokens)):
+                best, best_shared = entry, n
         if best is None:
             self.misses += 1
             return None
@@ -96,11 +117,18 @@ class PromptCache:
         return best
 
     def peek(self, prompt_tokens) -> int:
-        """Length of the longest cached prefix of the prompt (0: none); changes nothing."""
+        """How many of the prompt's first tokens an entry holds (0: none); changes nothing."""
         prompt = tuple(prompt_tokens)
-        return max((len(e.tokens) for e in self._entries.values()
-                    if len(e.tokens) <= len(prompt) and prompt[:len(e.tokens)] == e.tokens),
-                   default=0)
+        return max((self._usable(e, prompt) for e in self._entries.values()), default=0)
+
+    @staticmethod
+    def _usable(entry: CacheEntry, prompt: tuple[int, ...]) -> int:
+        """The prefix an entry gives the prompt: all of it when the entry is a prefix of the
+        prompt (a follow-up turn); else the tokens they share, when the entry goes on past them
+        for at most PARTIAL_TAIL tokens (the same question asked again, or an edited last
+        message: the slot restores the whole entry and drops its tail)."""
+        shared = shared_prefix(entry.tokens, prompt)
+        return shared if shared == len(entry.tokens) or len(entry.tokens) - shared <= PARTIAL_TAIL else 0
 
     def entries(self) -> list[CacheEntry]:
         return list(self._entries.values())

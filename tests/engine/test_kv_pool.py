@@ -81,3 +81,26 @@ def test_a_prompt_longer_than_the_pool_is_refused_with_the_flag_to_raise(make_en
     with pytest.raises(ContextOverflowError, match="--kv-budget"):
         e.submit(Request(prompt=HISTORY))
     assert e.generate(Request(prompt="Hi", sampling=SamplingParams(max_tokens=4))).finish_reason == "length"
+
+
+def test_the_same_question_asked_again_restores_the_earlier_reply_and_drops_its_tail(make_engine):
+    """Asked, another conversation takes the only slot, asked again (a regenerate, two chats
+    taking turns): the saved entry (question and reply) goes on past the new prompt; it is
+    restored and cut at the prompt instead of the question being evaluated again."""
+    e = make_engine(ctx=1024, parallel=1)
+    greedy = SamplingParams(temperature=0.0, max_tokens=80, ignore_eos=True)
+    question = [{"role": "user", "content": "Tell me about the sea."}]
+    e.generate(Request(messages=question, sampling=greedy))
+    e.generate(Request(messages=[{"role": "user", "content": "Name a colour."}], sampling=greedy))
+    hits = e.snapshot().prompt_cache_hits_total
+
+    again = e.generate(Request(messages=question, sampling=greedy, capture_logprobs=True))
+    prompt = len(e.tokenize_messages(question))
+    assert again.stats.cached_tokens == prompt - 1, (again.stats.cached_tokens, prompt)
+    assert e.snapshot().prompt_cache_hits_total == hits + 1
+
+    # The restored and cut cells compute what evaluating the question again computes.
+    fresh = make_engine(ctx=1024, parallel=1, prompt_cache_mib=0)
+    ref = fresh.generate(Request(messages=question, forced_tokens=again.tokens, capture_logprobs=True))
+    assert ref.stats.cached_tokens == 0
+    assert max(kl(x, y) for x, y in zip(again.logprobs, ref.logprobs)) < 0.05

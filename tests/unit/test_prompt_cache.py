@@ -32,3 +32,19 @@ def test_put_same_tokens_replaces():
     c.put((1,), b"x" * 10)
     c.put((1,), b"y" * 20)
     assert len(c) == 1 and c.bytes == 20 and c.take([1]).data == b"y" * 20
+
+
+def test_an_entry_past_the_prompt_gives_what_they_share_when_its_tail_is_short():
+    """The same question asked again: the entry (question and reply) goes past the prompt."""
+    from edge_infer.engine.prompt_cache import PARTIAL_TAIL, shared_prefix
+
+    c = PromptCache(10_000)
+    question = tuple(range(40))
+    c.put(question + (100,) * 60, b"q" * 10)                     # the question and its reply
+    c.put(question[:20] + (7,) * (PARTIAL_TAIL + 30), b"l" * 10)  # shares 20, a long tail past it
+    assert c.peek(question) == 40 and c.peek(question[:30] + (5, 5)) == 30
+    assert c.take(question).data == b"q" * 10
+    assert c.peek(question) == 0     # what is left shares 20 tokens but goes on too far to restore
+    assert c.peek(question[:20] + (7,) * (PARTIAL_TAIL + 30) + (1,)) == 20 + PARTIAL_TAIL + 30  # a prefix: whole
+    assert [shared_prefix(a, b) for a, b in (((1, 2, 3), (1, 2, 4)), ((), (1,)), ((1, 2), (1, 2, 3)),
+                                             (tuple(range(1000)), tuple(range(999)) + (0,)))] == [2, 0, 2, 999]

@@ -96,8 +96,13 @@ def test_streamed_deltas_reassemble_to_the_whole_reply(client, choice, parallel)
     # No drafts: how far a draft runs follows measured step times, and a draft's positions,
     # evaluated in one batch, round differently from one at a time, so two greedy runs can
     # part at a near tie (read: 'length' then 'tool_calls'). This test is about the stream.
+    # For the same reason both compared requests start from the same cached cells: the first one
+    # asked puts the prompt in a slot, and the two after it reuse all of it but its last token
+    # (a prefix restored from another conversation's cells, then eight tokens evaluated in one
+    # batch, read '"LIMA", "unit"' where the slot's read '"LIMA" ,"unit"').
     body = dict(model="smollm2", messages=ask("Lima"), tools=[WEATHER, TIME], tool_choice=choice,
                 parallel_tool_calls=parallel, max_tokens=80, temperature=0, extra_body={"speculative": False})
+    client.chat.completions.create(**body)
     whole = client.chat.completions.create(**body).choices[0]
     content, calls, _, reason = reassemble(client.chat.completions.create(**body, stream=True))
     assert reason == whole.finish_reason

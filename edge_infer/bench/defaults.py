@@ -221,6 +221,7 @@ def run(smol, coder, binary: str, repeats: int, loads: tuple[Busy, ...], log=pri
     out: dict = {}
     makers = {"edge-infer": edge_infer_defaults, "llama-server": lambda p: llama_server(binary, p)}
     for load in loads:
+        busy = load.loops > 0
         for rep in range(repeats):
             order = list(makers) if rep % 2 == 0 else list(reversed(makers))
             for system in order:
@@ -229,7 +230,6 @@ def run(smol, coder, binary: str, repeats: int, loads: tuple[Busy, ...], log=pri
                         warm_up(srv.target)
                         with busy_loops(load):
                             for w in work:
-                                busy = load.loops > 0
                                 with CpuMeter(srv.proc.pid) as cpu:
                                     m = (code_edit(srv.target, busy) if w == "code edit"
                                          else chat(srv.target, int(w[-1]), busy))

@@ -62,11 +62,11 @@ async def stream_chat(client, model: str, question: str, max_tokens: int, deadli
     body = {"model": model, "messages": [{"role": "user", "content": question}], "max_tokens": max_tokens,
             "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, **extra}
     t0 = time.perf_counter()
-    first = None
-    chunks, usage_tokens, finished = 0, None, False
+    first, chunks = None, 0   # what came before a deadline counts
 
-    async def read() -> RequestResult | None:   # None: the stream ended; a result: it failed
-        nonlocal first, chunks, usage_tokens, finished
+    async def read() -> RequestResult:
+        nonlocal first, chunks
+        usage_tokens, finished = None, False
         async with client.stream("POST", "/chat/completions", json=body) as r:
             if r.status_code != 200:
                 return RequestResult(0, 0, 0, 0, error=f"HTTP {r.status_code}: {(await r.aread())[:200]!r}")
@@ -86,22 +86,18 @@ async def stream_chat(client, model: str, question: str, max_tokens: int, deadli
                     finished = finished or bool(choice.get("finish_reason"))
                 if obj.get("usage"):
                     usage_tokens = obj["usage"].get("completion_tokens")
-        return None
+        if not finished:  # e.g. llama_cpp.server cutting a stream short for a newer request
+            return RequestResult(0, chunks, 0, 0, error="the stream ended without a finish_reason")
+        n = usage_tokens if usage_tokens is not None else chunks
+        return RequestResult.timed(t0, first, time.perf_counter(), n)
 
     try:
         # wait_for, not asyncio.timeout: Python 3.10 has no asyncio.timeout
-        failed = await asyncio.wait_for(read(), None if deadline is None else max(0.0, deadline - t0))
+        return await asyncio.wait_for(read(), None if deadline is None else max(0.0, deadline - t0))
     except asyncio.TimeoutError:  # the deadline: what came counts (not the builtin TimeoutError on 3.10)
         return RequestResult.timed(t0, first, time.perf_counter(), chunks)
     except Exception as exc:  # connection refused, reset, bad JSON: an error, not a crash
         return RequestResult(0, 0, 0, 0, error=f"{type(exc).__name__}: {exc}")
-    if failed:
-        return failed
-    if not finished:  # e.g. llama_cpp.server cutting a stream short for a newer request
-        return RequestResult(0, chunks, 0, 0, error="the stream ended without a finish_reason")
-    end = time.perf_counter()
-    n = usage_tokens if usage_tokens is not None else chunks
-    return RequestResult.timed(t0, first, end, n)
 
 
 def run_http_pass(label: str, target: Target, concurrency: int, requests: int, max_tokens: int,

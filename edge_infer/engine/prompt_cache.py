@@ -13,24 +13,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from edge_infer.engine.slots import common_prefix
+
 
 # Restoring copies a whole entry, evaluating its shared part costs compute: an entry whose tail
 # past the shared prefix is up to this long is worth restoring and cutting (a short chat's reply).
 PARTIAL_TAIL = 512
-CHUNK = 256   # tokens compared at once in shared_prefix
-
-
-def shared_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    """Length of the common prefix: CHUNK tokens at a time compared in C, then the chunk that
-    differs one by one (prompts run to 100k tokens; a Python loop over them all took ms)."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i:i + CHUNK] == b[i:i + CHUNK]:
-        i += CHUNK
-    end = min(i + CHUNK, n)
-    while i < end and a[i] == b[i]:
-        i += 1
-    return min(i, n)   # equal to the end, the last chunk stepped past it
 
 
 @dataclass(frozen=True)
@@ -126,7 +114,7 @@ class PromptCache:
         prompt (a follow-up turn); else the tokens they share, when the entry goes on past them
         for at most PARTIAL_TAIL tokens (the same question asked again, or an edited last
         message: the slot restores the whole entry and drops its tail)."""
-        shared = shared_prefix(entry.tokens, prompt)
+        shared = common_prefix(entry.tokens, prompt)
         return shared if shared == len(entry.tokens) or len(entry.tokens) - shared <= PARTIAL_TAIL else 0
 
     def entries(self) -> list[CacheEntry]:

@@ -36,7 +36,8 @@ def test_put_same_tokens_replaces():
 
 def test_an_entry_past_the_prompt_gives_what_they_share_when_its_tail_is_short():
     """The same question asked again: the entry (question and reply) goes past the prompt."""
-    from edge_infer.engine.prompt_cache import PARTIAL_TAIL, shared_prefix
+    from edge_infer.engine.prompt_cache import PARTIAL_TAIL
+    from edge_infer.engine.slots import common_prefix
 
     c = PromptCache(10_000)
     question = tuple(range(40))
@@ -46,5 +47,5 @@ def test_an_entry_past_the_prompt_gives_what_they_share_when_its_tail_is_short()
     assert c.take(question).data == b"q" * 10
     assert c.peek(question) == 0     # what is left shares 20 tokens but goes on too far to restore
     assert c.peek(question[:20] + (7,) * (PARTIAL_TAIL + 30) + (1,)) == 20 + PARTIAL_TAIL + 30  # a prefix: whole
-    assert [shared_prefix(a, b) for a, b in (((1, 2, 3), (1, 2, 4)), ((), (1,)), ((1, 2), (1, 2, 3)),
+    assert [common_prefix(a, b) for a, b in (((1, 2, 3), (1, 2, 4)), ((), (1,)), ((1, 2), (1, 2, 3)),
                                              (tuple(range(1000)), tuple(range(999)) + (0,)))] == [2, 0, 2, 999]

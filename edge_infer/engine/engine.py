@@ -32,7 +32,7 @@ from edge_infer.engine.sequence import Request, Sequence, Status
 from edge_infer.engine.speculation import Speculation, check_draft_max
 from edge_infer.engine.snapshot import build_snapshot
 from edge_infer.engine.stats import EngineSnapshot, EngineStats, FinishedRequest
-from edge_infer.engine.stream import FinishEvent, FinishReason, RequestStream
+from edge_infer.engine.stream import FinishEvent, FinishReason, RequestStream, deferred_wake_ups
 from edge_infer.engine.watchdog import StepClock, Watchdog
 from edge_infer.errors import ContextOverflowError, EdgeInferError, EngineClosedError, QueueFullError
 from edge_infer.gguf.info import read_model_info
@@ -182,10 +182,8 @@ class Engine:
         self._inbox.put(None)
         self._thread.join(timeout=30)
         self.memory.close(persist=not self._thread.is_alive())  # conversations go to disk
-        self.runner.close()
-        self.embedder.close()
-        self.ctx.close()
-        self.model.close()
+        for part in (self.runner, self.embedder, self.ctx, self.model):  # the model last: the others use it
+            part.close()
 
     def __enter__(self):
         return self
@@ -228,13 +226,14 @@ class Engine:
             if not self._take_inbox(block=idle):
                 break
             try:
-                self._drop_cancelled()
-                with self.clock:  # the watchdog times this
-                    for admission in sched.admit():
-                        self._start(admission)
-                    items = sched.plan()
-                    if items:
-                        self._step(items)
+                with deferred_wake_ups():  # the server's loop is woken once a step (engine/stream.py)
+                    self._drop_cancelled()
+                    with self.clock:  # the watchdog times this
+                        for admission in sched.admit():
+                            self._start(admission)
+                        items = sched.plan()
+                        if items:
+                            self._step(items)
                 if self.watchdog.stalled.is_set():
                     self._recover()
             except Exception as exc:  # never let the engine thread die silently

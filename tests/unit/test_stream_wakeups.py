@@ -1,13 +1,16 @@
 """RequestStream's async side: the engine thread's events reach every consumer, and the loop is
-woken once for all the events that arrive before it runs (no llama.cpp)."""
+woken once per engine step (deferred_wake_ups), or once for all the events that arrive before it
+runs (no llama.cpp)."""
 
 import asyncio
+import contextlib
 import threading
 
-from edge_infer.engine.stream import FinishEvent, RequestStream, TokenEvent
+from edge_infer.engine.stream import FinishEvent, RequestStream, TokenEvent, deferred_wake_ups
 
 
-def test_one_wake_up_carries_an_engine_steps_events_for_every_stream():
+def eight_streams_through_two_engine_steps(deferred: bool, loop_runs_between_puts: bool):
+    """(the loop's wake-up calls, each consumer's events)"""
     async def main():
         loop = asyncio.get_running_loop()
         wake_ups = []
@@ -20,28 +23,49 @@ def test_one_wake_up_carries_an_engine_steps_events_for_every_stream():
 
         consumers = [asyncio.create_task(consume(s)) for s in streams]
         await asyncio.sleep(0)  # each consumer registers its wake-up and waits
+        loop_ran = threading.Event()
+
+        def put(stream, event):
+            stream.put(event)
+            if loop_runs_between_puts:  # as when the engine releases the GIL to sample the next one
+                loop.call_soon_threadsafe(loop_ran.set)
+                loop_ran.wait(5)
+                loop_ran.clear()
 
         def engine_step(final: bool):  # a token and an accepted draft token for each stream
-            for s in streams:
-                s.put(TokenEvent(1, "a"))
-                s.put(TokenEvent(2, "b"))
-                if final:
-                    s.put(FinishEvent("stop"))
+            with deferred_wake_ups() if deferred else contextlib.nullcontext():
+                for s in streams:
+                    put(s, TokenEvent(1, "a"))
+                    put(s, TokenEvent(2, "b"))
+                    if final:
+                        put(s, FinishEvent("stop"))
 
         for final in (False, True):
-            # the engine thread puts a whole step while this loop is busy (joining it here)
-            engine = threading.Thread(target=engine_step, args=(final,))
-            engine.start()
-            engine.join()
+            if loop_runs_between_puts:
+                await asyncio.to_thread(engine_step, final)
+            else:  # the engine thread puts a whole step while this loop is busy (joining it here)
+                engine = threading.Thread(target=engine_step, args=(final,))
+                engine.start()
+                engine.join()
             await asyncio.sleep(0.01)
         got = await asyncio.gather(*consumers)
-        return wake_ups, got
+        return [w for w in wake_ups if getattr(w, "__name__", "") == "_set_pending"], got  # not to_thread's own
 
     wake_ups, got = asyncio.run(main())
-    assert len(wake_ups) == 2  # one per step, not one per event (40)
     for events in got:
         assert [e.text for e in events if isinstance(e, TokenEvent)] == ["a", "b", "a", "b"]
         assert isinstance(events[-1], FinishEvent)
+    return wake_ups
+
+
+def test_an_engine_step_wakes_the_loop_once_for_every_streams_events():
+    # even when the loop could run between two of the step's puts
+    assert len(eight_streams_through_two_engine_steps(deferred=True, loop_runs_between_puts=True)) == 2
+    assert len(eight_streams_through_two_engine_steps(deferred=False, loop_runs_between_puts=True)) == 40
+
+
+def test_events_that_arrive_before_the_loop_runs_share_one_wake_up():
+    assert len(eight_streams_through_two_engine_steps(deferred=False, loop_runs_between_puts=False)) == 2
 
 
 def test_events_put_after_the_loop_closed_are_dropped_quietly():

@@ -59,7 +59,7 @@ class LoopWakeups:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
-        self._loop = loop
+        self._loop = weakref.ref(loop)  # weak: the registry below is keyed by the loop
         self._lock = threading.Lock()
         self._pending: list[asyncio.Event] = []
         self._scheduled = False
@@ -78,10 +78,14 @@ class LoopWakeups:
             if self._scheduled or not self._pending:
                 return
             self._scheduled = True
+        loop = self._loop()
         try:
-            self._loop.call_soon_threadsafe(self._set_pending)
-        except RuntimeError:  # the loop is closed: nobody is listening
-            pass
+            if loop is None:
+                raise RuntimeError("the event loop is gone")
+            loop.call_soon_threadsafe(self._set_pending)
+        except RuntimeError:  # the loop is closed: nobody is listening, and nothing will be set
+            with self._lock:
+                self._pending, self._scheduled = [], False
 
     def _set_pending(self) -> None:
         with self._lock:

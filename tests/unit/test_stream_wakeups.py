@@ -4,7 +4,9 @@ runs (no llama.cpp)."""
 
 import asyncio
 import contextlib
+import gc
 import threading
+import weakref
 
 from edge_infer.engine.stream import FinishEvent, RequestStream, TokenEvent, deferred_wake_ups
 
@@ -84,3 +86,25 @@ def test_events_put_after_the_loop_closed_are_dropped_quietly():
     assert asyncio.run(main()).text == "a"
     stream.put(TokenEvent(2, "b"))  # the consumer's loop is closed: no error for the engine
     stream.put(FinishEvent("stop"))
+
+
+def test_a_closed_loop_is_not_kept_alive_by_its_wake_ups():
+    stream = RequestStream("x", lambda: None)
+    loops = []
+
+    async def main():
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        async for _ in stream:
+            return
+
+    async def run():
+        task = asyncio.create_task(main())
+        await asyncio.sleep(0)
+        stream.put(TokenEvent(1, "a"))
+        await task
+
+    asyncio.run(run())
+    stream.put(TokenEvent(2, "b"))  # after the loop closed: dropped
+    del stream
+    gc.collect()
+    assert loops[0]() is None

@@ -210,5 +210,11 @@ def test_a_model_on_a_worker_answers_through_the_binary(binary, clean_env, smoll
             serve.terminate()
             _, err = serve.communicate(timeout=30)
             assert not any(m in err for m in BUNDLE_FAILURES), err[-3000:]
-        worker.kill()
-        worker.wait()
+        # SIGTERM, which the one-file binary's bootloader passes to the worker it unpacked and
+        # started; SIGKILL would end the bootloader alone and leave the worker running
+        worker.terminate()
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()

@@ -32,7 +32,7 @@ from edge_infer.engine.sequence import Request, Sequence, Status
 from edge_infer.engine.speculation import Speculation, check_draft_max
 from edge_infer.engine.snapshot import build_snapshot
 from edge_infer.engine.stats import EngineSnapshot, EngineStats, FinishedRequest
-from edge_infer.engine.stream import FinishEvent, FinishReason, RequestStream, deferred_wake_ups
+from edge_infer.engine.stream import FinishEvent, FinishReason, RequestStream
 from edge_infer.engine.watchdog import StepClock, Watchdog
 from edge_infer.errors import ContextOverflowError, EdgeInferError, EngineClosedError, QueueFullError
 from edge_infer.gguf.info import read_model_info
@@ -226,14 +226,13 @@ class Engine:
             if not self._take_inbox(block=idle):
                 break
             try:
-                with deferred_wake_ups():  # the server's loop is woken once a step (engine/stream.py)
-                    self._drop_cancelled()
-                    with self.clock:  # the watchdog times this
-                        for admission in sched.admit():
-                            self._start(admission)
-                        items = sched.plan()
-                        if items:
-                            self._step(items)
+                self._drop_cancelled()
+                with self.clock:  # the watchdog times this
+                    for admission in sched.admit():
+                        self._start(admission)
+                    items = sched.plan()
+                    if items:
+                        self._step(items)
                 if self.watchdog.stalled.is_set():
                     self._recover()
             except Exception as exc:  # never let the engine thread die silently

@@ -1,8 +1,8 @@
 """Per-request output: events from the engine thread to whoever submitted.
 
 Iterate it (CLI, worker threads) or `async for` it (the server). Both read one
-thread-safe queue; the async side is woken through the loop it registered, once per engine
-step for all the streams on that loop (LoopWakeups).
+thread-safe queue; the async side is woken through the loop it registered, once for all the
+events on that loop that arrive before it runs (LoopWakeups).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import asyncio
 import queue
 import threading
 import weakref
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -49,13 +48,14 @@ class Completion:
 
 
 class LoopWakeups:
-    """Events to set on one event loop, handed to it in one call per batch.
+    """Events to set on one event loop, handed to it in one call for all that arrive before
+    it runs (a `call_soon_threadsafe` is a write to the loop's self-pipe).
 
-    Each `call_soon_threadsafe` writes to the loop's self-pipe, and the woken loop takes the
-    GIL from the engine thread to send that token while the engine samples the next stream's
-    (3% of the engine thread at eight clients, in the write). The engine defers its wake-ups
-    over a step (`deferred_wake_ups`): the loop is told once, after the step, and sends every
-    stream's tokens while the next step's llama_decode runs without the GIL.
+    Tried and left: deferring an engine step's wake-ups to its end (one per step). At eight
+    clients it took the engine thread's time in stream.put from 3.2% to 0.1% (py-spy), but at
+    one client with speculation its runs read 72-73 tok/s against 74-83 without it
+    (alternating, SmolLM2, 2 cores): maybe noise, maybe the loop taking the GIL just as the
+    engine prepares the next batch. Measure it on a quieter machine before bringing it back.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
@@ -65,13 +65,9 @@ class LoopWakeups:
         self._scheduled = False
 
     def wake(self, event: asyncio.Event) -> None:
-        deferred = getattr(_deferring, "loops", None)
         with self._lock:
             self._pending.append(event)
-        if deferred is not None:
-            deferred.add(self)
-        else:
-            self.flush()
+        self.flush()
 
     def flush(self) -> None:
         with self._lock:
@@ -92,25 +88,6 @@ class LoopWakeups:
             events, self._pending, self._scheduled = self._pending, [], False
         for event in events:
             event.set()
-
-
-_deferring = threading.local()
-
-
-@contextmanager
-def deferred_wake_ups():
-    """Events this thread puts inside it wake their loops once, when it ends (an engine step)."""
-    if getattr(_deferring, "loops", None) is not None:  # already deferring: the outer one flushes
-        yield
-        return
-    loops: set[LoopWakeups] = set()
-    _deferring.loops = loops
-    try:
-        yield
-    finally:
-        _deferring.loops = None
-        for wakeups in loops:
-            wakeups.flush()
 
 
 _wakeups: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -1,17 +1,15 @@
 """RequestStream's async side: the engine thread's events reach every consumer, and the loop is
-woken once per engine step (deferred_wake_ups), or once for all the events that arrive before it
-runs (no llama.cpp)."""
+woken once for all the events that arrive before it runs (no llama.cpp)."""
 
 import asyncio
-import contextlib
 import gc
 import threading
 import weakref
 
-from edge_infer.engine.stream import FinishEvent, RequestStream, TokenEvent, deferred_wake_ups
+from edge_infer.engine.stream import FinishEvent, RequestStream, TokenEvent
 
 
-def eight_streams_through_two_engine_steps(deferred: bool, loop_runs_between_puts: bool):
+def eight_streams_through_two_engine_steps(loop_runs_between_puts: bool):
     """(the loop's wake-up calls, each consumer's events)"""
     async def main():
         loop = asyncio.get_running_loop()
@@ -35,12 +33,11 @@ def eight_streams_through_two_engine_steps(deferred: bool, loop_runs_between_put
                 loop_ran.clear()
 
         def engine_step(final: bool):  # a token and an accepted draft token for each stream
-            with deferred_wake_ups() if deferred else contextlib.nullcontext():
-                for s in streams:
-                    put(s, TokenEvent(1, "a"))
-                    put(s, TokenEvent(2, "b"))
-                    if final:
-                        put(s, FinishEvent("stop"))
+            for s in streams:
+                put(s, TokenEvent(1, "a"))
+                put(s, TokenEvent(2, "b"))
+                if final:
+                    put(s, FinishEvent("stop"))
 
         for final in (False, True):
             if loop_runs_between_puts:
@@ -60,14 +57,12 @@ def eight_streams_through_two_engine_steps(deferred: bool, loop_runs_between_put
     return wake_ups
 
 
-def test_an_engine_step_wakes_the_loop_once_for_every_streams_events():
-    # even when the loop could run between two of the step's puts
-    assert len(eight_streams_through_two_engine_steps(deferred=True, loop_runs_between_puts=True)) == 2
-    assert len(eight_streams_through_two_engine_steps(deferred=False, loop_runs_between_puts=True)) == 40
+def test_each_event_wakes_the_loop_when_it_runs_between_them():
+    assert len(eight_streams_through_two_engine_steps(loop_runs_between_puts=True)) == 40
 
 
 def test_events_that_arrive_before_the_loop_runs_share_one_wake_up():
-    assert len(eight_streams_through_two_engine_steps(deferred=False, loop_runs_between_puts=False)) == 2
+    assert len(eight_streams_through_two_engine_steps(loop_runs_between_puts=False)) == 2
 
 
 def test_events_put_after_the_loop_closed_are_dropped_quietly():

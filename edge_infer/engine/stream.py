@@ -61,19 +61,14 @@ class LoopWakeups:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self._loop = weakref.ref(loop)  # weak: the registry below is keyed by the loop
         self._lock = threading.Lock()
-        self._pending: list[asyncio.Event] = []
-        self._scheduled = False
+        self._pending: list[asyncio.Event] = []  # non-empty = a call to set them is on its way
 
     def wake(self, event: asyncio.Event) -> None:
         with self._lock:
+            scheduled = bool(self._pending)
             self._pending.append(event)
-        self.flush()
-
-    def flush(self) -> None:
-        with self._lock:
-            if self._scheduled or not self._pending:
-                return
-            self._scheduled = True
+        if scheduled:
+            return
         loop = self._loop()
         try:
             if loop is None:
@@ -81,11 +76,11 @@ class LoopWakeups:
             loop.call_soon_threadsafe(self._set_pending)
         except RuntimeError:  # the loop is closed: nobody is listening, and nothing will be set
             with self._lock:
-                self._pending, self._scheduled = [], False
+                self._pending = []
 
     def _set_pending(self) -> None:
         with self._lock:
-            events, self._pending, self._scheduled = self._pending, [], False
+            events, self._pending = self._pending, []
         for event in events:
             event.set()
 

@@ -14,6 +14,14 @@ def _default_threads() -> int:
     return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
 
 
+# Slots of `serve` and the app when no --parallel is given. A slot costs almost nothing: all
+# slots share one KV pool sized apart (plan/kv_pool.py), so more slots only let more requests
+# decode together instead of queueing (the youngest is preempted if the pool fills). Agents
+# and editors send several requests at once; at 8 clients on 2 cores (SmolLM2) 8 slots gave
+# 154 tok/s and TTFT p50 0.42 s where 4 gave 132 tok/s and 1.98 s (half the clients waited).
+DEFAULT_SLOTS = 8
+
+
 @dataclass(frozen=True)
 class EngineSettings:
     ctx: int = 4096             # context per sequence (tokens a conversation can hold)

@@ -33,7 +33,7 @@ def main(args) -> int:
     loads = (defaults.IDLE, *(defaults.Busy(args.busy_loops, apart) for apart in modes if args.busy_loops))
     results = defaults.run(smol, coder, binary, args.repeats, loads, log=lambda m: print(m, flush=True))
     print(f"\nedge-infer vs llama-server, each with its defaults (model and port only), medians of {args.repeats} "
-          "alternating runs; chat: 64-token replies (c=1: 6 requests, 3 beside busy loops; c=8: 16); code edit: one "
+          "alternating runs; chat: 64-token replies (c=1: 16 requests, 3 beside busy loops; c=8: 16); code edit: one "
           f"streamed reply (its first 160 tokens beside busy loops), which run for a second before each pass and cut it "
           f"at {defaults.BUSY_BUDGET_S:.0f} s; cores: CPU the "
           "server used over the pass; under busy / idle, tok/s and cores each busy over idle; busy loops 'apart': "

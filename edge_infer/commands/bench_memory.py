@@ -84,7 +84,7 @@ def _ttft_table(m, binary, path, t: int, repeats: int) -> None:
             with make() as srv:
                 results.setdefault(srv.label, []).append(m.follow_up_ttft(m.Chat(srv.target.base_url)))
                 print(f"done: {srv.label}", flush=True)
-    rows = [["server (16 conversations, 4 slots)", "follow-up p50 ms", "fresh ~50-token p50 ms",
+    rows = [["server (16 conversations)", "follow-up p50 ms", "fresh ~50-token p50 ms",
              "follow/fresh", "follow-ups reused", "follow/fresh, every run"]]
     for label, runs in results.items():
         ratios = [r["follow_p50"] / r["fresh_p50"] for r in runs]

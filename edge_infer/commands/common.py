@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from edge_infer.config import EngineSettings
+from edge_infer.config import DEFAULT_SLOTS, EngineSettings
 from edge_infer.engine.sampling import SamplingParams
 from edge_infer.plan.kv_types import KV_TYPES
 
@@ -17,10 +18,18 @@ def add_model_arg(p: argparse.ArgumentParser) -> None:
                         "(default: the catalog's default model)")
 
 
+def server_slots_default() -> int | None:
+    """--parallel's default for serve and the app: DEFAULT_SLOTS, unless EDGE_INFER_PARALLEL
+    sets it (None lets EngineSettings.from_env read it)."""
+    return None if "EDGE_INFER_PARALLEL" in os.environ else DEFAULT_SLOTS
+
+
 def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = None) -> None:
     g = p.add_argument_group("engine")
     g.add_argument("--ctx", type=int, help="context per sequence, in tokens (default 4096)")
-    g.add_argument("--parallel", type=int, default=parallel_default, help="sequences decoded together")
+    g.add_argument("--parallel", type=int, default=parallel_default,
+                   help="slots: requests decoded together, all sharing one KV pool"
+                        + (f" (default {parallel_default})" if parallel_default else ""))
     g.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     g.add_argument("--no-follow-load", dest="follow_load", action="store_false", default=None,
                    help="keep --poll while other programs keep the cores busy (default: the CPU workers "

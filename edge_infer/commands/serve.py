@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from edge_infer.commands.common import add_engine_args, add_model_arg
+from edge_infer.commands.common import add_engine_args, add_model_arg, server_slots_default
 
 
 def register(sub) -> None:
@@ -42,7 +42,7 @@ def register(sub) -> None:
                         "~/.config/edge-infer/models.toml when it exists)")
     m.add_argument("--only", dest="on_demand", action="store_false",
                    help="serve MODEL only: no other model loads on request")
-    add_engine_args(p)
+    add_engine_args(p, parallel_default=server_slots_default())
     p.set_defaults(func=main)
 
 
@@ -68,8 +68,7 @@ def main(args) -> int:
     signal.signal(signal.SIGTERM, _exit_on_term)
     host = None
     try:
-        parallel = args.parallel or (None if "EDGE_INFER_PARALLEL" in os.environ else 4)
-        host = serving_host(args, parallel)
+        host = serving_host(args, args.parallel)
         engine = host.get()
         app = create_app(host, api_key=key, max_body=int(args.max_body_mib * 2**20),
                          cors_origins=args.cors_origin)

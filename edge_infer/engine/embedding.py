@@ -67,7 +67,7 @@ class EmbeddingContext:
         # (measured on SmolLM2); without it a batch gives each input's vector as alone.
         params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         params.no_perf = True
-        # No persistent CpuThreadpool: a ggml pool computes one graph at a time and the
+        # No persistent CpuThreadpools: a ggml pool computes one graph at a time and the
         # engine's is busy generating; ggml makes a pool per graph, which also spins nothing
         # between the (rare) embedding calls.
         self.model = model  # keep the model alive as long as the context

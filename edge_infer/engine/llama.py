@@ -16,7 +16,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
-from edge_infer.engine.threadpool import CpuThreadpool
+from edge_infer.engine.threadpool import CpuThreadpools
 
 log = logging.getLogger("edge_infer.llama")
 # llama_token_data {llama_token id; float logit; float p;}, as a numpy record for bulk copies.
@@ -222,7 +222,7 @@ class LlamaContext:
         self.n_ctx = llama_cpp.llama_n_ctx(self.handle)
         self.n_ctx_seq = llama_cpp.llama_n_ctx_seq(self.handle)
         self.n_threads = p.n_threads
-        self.threadpool = CpuThreadpool(self.handle, p.n_threads if p.poll >= 0 else 0, p.poll)
+        self.threadpool = CpuThreadpools(self.handle, p.n_threads if p.poll >= 0 else 0, p.poll)
 
     def decode(self, batch: "LlamaBatch") -> int:
         batch.handle.n_tokens = batch.n  # once per step, not once per added token
@@ -232,11 +232,8 @@ class LlamaContext:
         return llama_cpp.llama_get_logits_ith(self.handle, i)
 
     def set_poll(self, poll: int) -> None:
-        """A new threadpool whose workers spin `poll` before sleeping (engine/cpu_share.py)."""
-        if self.threadpool.handle is None:
-            return
-        self.threadpool.close()
-        self.threadpool = CpuThreadpool(self.handle, self.n_threads, poll)
+        """Compute on the threadpool whose workers spin `poll` before sleeping (engine/cpu_share.py)."""
+        self.threadpool.use(poll)
 
     def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
         return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq, p0, p1))
@@ -255,10 +252,13 @@ class LlamaContext:
 
     def close(self) -> None:
         if getattr(self, "handle", None):
-            if getattr(self, "threadpool", None):
-                self.threadpool.close()
+            pools = getattr(self, "threadpool", None)
+            if pools:
+                pools.detach()
             llama_cpp.llama_free(self.handle)
             self.handle = None
+            if pools:
+                pools.close()  # after the context: nothing can compute on them any more
 
     __del__ = close
 

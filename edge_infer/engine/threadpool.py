@@ -59,31 +59,58 @@ def _cpu_threadpool_functions():
     return None
 
 
-class CpuThreadpool:
-    """Created with the context, attached to it, freed after it is detached."""
+class CpuThreadpools:
+    """The context's CPU threadpools, one per poll level, each created when first used and all
+    freed at close; `use(poll)` attaches the one for that poll (engine/cpu_share.py switches
+    between the configured poll and 0).
+
+    Why none is freed before close: ggml's CPU backend remembers the pool it computed with last
+    and pauses it when the context hands it another (ggml_backend_cpu_set_threadpool, at the
+    next llama_decode). Freeing the old pool when the poll changed made that pause lock a freed
+    mutex: servers whose load came and went hung in llama_decode until the watchdog ended their
+    requests (300 s), or aborted in pthread_mutex_lock. A pool switched away from stays paused,
+    its workers asleep; there are at most two.
+    """
 
     def __init__(self, context_handle, n_threads: int, poll: int = DEFAULT_POLL):
-        self.handle = None
-        self._context = context_handle
+        self._context, self.n_threads = context_handle, n_threads
+        self._pools: dict[int, int] = {}   # poll -> pool handle
+        self.handle = None                 # the attached pool; None: ggml makes one per graph
+        self.poll: int | None = None
         fns = _cpu_threadpool_functions() if n_threads > 0 else None
         if fns is None:
             log.info("no CPU threadpool to attach: ggml makes one per graph")
-            return
-        self._new, self._free = fns
-        params = ThreadpoolParams(n_threads=n_threads, prio=0, poll=max(0, min(100, poll)),
-                                  strict_cpu=False, paused=False)
-        self.handle = self._new(ctypes.byref(params))
-        if not self.handle:
-            log.warning("ggml could not create a threadpool of %d threads; ggml makes one per graph", n_threads)
-            return
+        self._new, self._free = fns or (None, None)
+        self.use(poll)
+
+    def use(self, poll: int) -> None:
+        """Compute with the pool whose workers spin `poll` before sleeping, from the next decode."""
+        poll = max(0, min(100, poll))
+        if self._new is None or self._context is None:
+            return   # no pool to attach (none offered, --poll -1), or closed
+        handle = self._pools.get(poll)
+        if handle is None:
+            params = ThreadpoolParams(n_threads=self.n_threads, prio=0, poll=poll, strict_cpu=False, paused=False)
+            handle = self._new(ctypes.byref(params))
+            if not handle:
+                log.warning("ggml could not create a threadpool of %d threads (poll %d)", self.n_threads, poll)
+                return
+            self._pools[poll] = handle
         # One pool for decode and batch: both run with the same thread count (as llama-server
         # when --threads-batch equals --threads).
-        _lib.llama_attach_threadpool(context_handle, self.handle, self.handle)
+        _lib.llama_attach_threadpool(self._context, handle, handle)
+        self.handle, self.poll = handle, poll
+
+    def detach(self) -> None:
+        """The context computes on no pool of ours from now (before the context is freed)."""
+        if self.handle and self._context:
+            _lib.llama_detach_threadpool(self._context)
+        self._context = None
 
     def close(self) -> None:
-        """Detach before freeing: the context must never compute on a freed pool."""
-        if self.handle:
-            if self._context:
-                _lib.llama_detach_threadpool(self._context)
-            self._free(self.handle)
-            self.handle = None
+        """Free every pool; call once the context is freed or detached (nothing computes on them)."""
+        self.detach()
+        for handle in self._pools.values():
+            self._free(handle)
+        self._pools.clear()
+        self.handle = None

@@ -48,6 +48,8 @@ class Engine:
         check_draft_max(s.draft_max)
         if not -1 <= s.poll <= 100:
             raise EdgeInferError(f"--poll must be -1 (no persistent threadpool) or 0..100, not {s.poll}")
+        if s.parallel < 1:
+            raise EdgeInferError(f"--parallel must be 1 or more (slots), not {s.parallel}")
         template_text = read_template_file(s.chat_template) if s.chat_template else None  # before loading
         # Validate the file ourselves first: llama.cpp aborts the process on some bad files.
         self.info = read_model_info(model_path)

@@ -1,0 +1,38 @@
+"""Slots: serve and the app default to DEFAULT_SLOTS (they share one KV pool, so a slot costs
+almost no memory), EDGE_INFER_PARALLEL overrides that, and a slot count below one is refused
+before llama.cpp sees it."""
+
+import argparse
+
+import pytest
+
+from edge_infer.commands import serve, tui
+from edge_infer.config import DEFAULT_SLOTS, EngineSettings
+from edge_infer.engine import Engine
+from edge_infer.errors import EdgeInferError
+
+
+def parse(register, argv, monkeypatch, env=None):
+    if env is None:
+        monkeypatch.delenv("EDGE_INFER_PARALLEL", raising=False)
+    else:
+        monkeypatch.setenv("EDGE_INFER_PARALLEL", env)
+    p = argparse.ArgumentParser()
+    register(p.add_subparsers())
+    return p.parse_args(argv)
+
+
+@pytest.mark.parametrize("register,command", [(serve.register, "serve"), (tui.register, "tui")])
+def test_serve_and_the_app_default_to_eight_slots(register, command, monkeypatch):
+    from edge_infer.commands.common import engine_settings
+
+    assert DEFAULT_SLOTS == 8
+    assert engine_settings(parse(register, [command, "smollm2"], monkeypatch)).parallel == 8
+    assert engine_settings(parse(register, [command, "smollm2", "--parallel", "2"], monkeypatch)).parallel == 2
+    assert engine_settings(parse(register, [command, "smollm2"], monkeypatch, env="3")).parallel == 3
+
+
+@pytest.mark.parametrize("slots", [0, -1])
+def test_fewer_than_one_slot_is_refused_before_loading(smollm2_path, slots):
+    with pytest.raises(EdgeInferError, match="--parallel must be 1 or more"):
+        Engine(smollm2_path, EngineSettings(ctx=256, parallel=slots))

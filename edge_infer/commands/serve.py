@@ -68,7 +68,7 @@ def main(args) -> int:
     signal.signal(signal.SIGTERM, _exit_on_term)
     host = None
     try:
-        host = serving_host(args, args.parallel)
+        host = serving_host(args)
         engine = host.get()
         app = create_app(host, api_key=key, max_body=int(args.max_body_mib * 2**20),
                          cors_origins=args.cors_origin)
@@ -117,7 +117,7 @@ def where_layers(engine) -> str:
     return ", ".join(on) if on else "CPU only"
 
 
-def serving_host(args, parallel: int | None):
+def serving_host(args):
     """A host with MODEL loaded, ready to load the other installed models on request."""
     from edge_infer.commands.common import engine_settings
     from edge_infer.errors import EdgeInferError
@@ -136,7 +136,7 @@ def serving_host(args, parallel: int | None):
         ram = parse_size(args.models_budget, "--models-budget") if args.models_budget else None
     except ValueError as exc:
         raise EdgeInferError(str(exc)) from None
-    settings = engine_settings(args, parallel=parallel)
+    settings = engine_settings(args)
     host = ModelHost(budget=machine_budget(ram, args.max_models), settings=settings, config=config,
                      keep_alive=keep_alive, on_demand=args.on_demand)
     try:

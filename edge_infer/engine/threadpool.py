@@ -75,8 +75,7 @@ class CpuThreadpools:
     def __init__(self, context_handle, n_threads: int, poll: int = DEFAULT_POLL):
         self._context, self.n_threads = context_handle, n_threads
         self._pools: dict[int, int] = {}   # poll -> pool handle
-        self.handle = None                 # the attached pool; None: ggml makes one per graph
-        self.poll: int | None = None
+        self.poll: int | None = None       # the attached pool's
         fns = _cpu_threadpool_functions() if n_threads > 0 else None
         if fns is None:
             log.info("no CPU threadpool to attach: ggml makes one per graph")
@@ -99,7 +98,12 @@ class CpuThreadpools:
         # One pool for decode and batch: both run with the same thread count (as llama-server
         # when --threads-batch equals --threads).
         _lib.llama_attach_threadpool(self._context, handle, handle)
-        self.handle, self.poll = handle, poll
+        self.poll = poll
+
+    @property
+    def handle(self):
+        """The attached pool; None: ggml makes one per graph."""
+        return self._pools.get(self.poll)
 
     def detach(self) -> None:
         """The context computes on no pool of ours from now (before the context is freed)."""
@@ -113,4 +117,3 @@ class CpuThreadpools:
         for handle in self._pools.values():
             self._free(handle)
         self._pools.clear()
-        self.handle = None

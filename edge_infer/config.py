@@ -22,6 +22,12 @@ def _default_threads() -> int:
 DEFAULT_SLOTS = 8
 
 
+def serving_slots_default() -> int | None:
+    """The slots of `serve` and the app unless --parallel says: DEFAULT_SLOTS, or None where
+    EDGE_INFER_PARALLEL is set (EngineSettings.from_env reads it then)."""
+    return None if "EDGE_INFER_PARALLEL" in os.environ else DEFAULT_SLOTS
+
+
 @dataclass(frozen=True)
 class EngineSettings:
     ctx: int = 4096             # context per sequence (tokens a conversation can hold)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from edge_infer.config import DEFAULT_SLOTS, EngineSettings
+from edge_infer.config import EngineSettings
 from edge_infer.engine.sampling import SamplingParams
 from edge_infer.plan.kv_types import KV_TYPES
 
@@ -16,12 +15,6 @@ def add_model_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", default=None,
                    help="installed model name, catalog alias (smollm2, gemma3) or path to a .gguf "
                         "(default: the catalog's default model)")
-
-
-def server_slots_default() -> int | None:
-    """--parallel's default for serve and the app: DEFAULT_SLOTS, unless EDGE_INFER_PARALLEL
-    sets it (None lets EngineSettings.from_env read it)."""
-    return None if "EDGE_INFER_PARALLEL" in os.environ else DEFAULT_SLOTS
 
 
 def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = None) -> None:

@@ -7,7 +7,8 @@ import signal
 import sys
 from pathlib import Path
 
-from edge_infer.commands.common import add_engine_args, add_model_arg, server_slots_default
+from edge_infer.commands.common import add_engine_args, add_model_arg
+from edge_infer.config import serving_slots_default
 
 
 def register(sub) -> None:
@@ -42,7 +43,7 @@ def register(sub) -> None:
                         "~/.config/edge-infer/models.toml when it exists)")
     m.add_argument("--only", dest="on_demand", action="store_false",
                    help="serve MODEL only: no other model loads on request")
-    add_engine_args(p, parallel_default=server_slots_default())
+    add_engine_args(p, parallel_default=serving_slots_default())
     p.set_defaults(func=main)
 
 

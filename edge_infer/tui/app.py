@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.command import Hit, Hits, Provider
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
-from edge_infer.config import DEFAULT_SLOTS, EngineSettings
+from edge_infer.config import EngineSettings, serving_slots_default
 from edge_infer.host import ModelHost
 from edge_infer.tui.conversations import ConversationStore
 from edge_infer.tui.widgets.chat import ChatPane
@@ -76,7 +76,7 @@ class EdgeInferApp(App):
                  conversations: ConversationStore | None = None, load_model: bool = True):
         super().__init__()
         self.model_spec = model
-        self.default_settings = settings or EngineSettings.from_env(parallel=DEFAULT_SLOTS)
+        self.default_settings = settings or EngineSettings.from_env(parallel=serving_slots_default())
         self.conversations = conversations or ConversationStore()
         # The models config as `serve` reads it: per-model settings and remote models.
         config, self.config_error = tui_models_config()

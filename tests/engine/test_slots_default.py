@@ -36,3 +36,13 @@ def test_serve_and_the_app_default_to_eight_slots(register, command, monkeypatch
 def test_fewer_than_one_slot_is_refused_before_loading(smollm2_path, slots):
     with pytest.raises(EdgeInferError, match="--parallel must be 1 or more"):
         Engine(smollm2_path, EngineSettings(ctx=256, parallel=slots))
+
+
+def test_the_app_without_settings_reads_the_same_default(monkeypatch, edge_home):
+    """EdgeInferApp() (tests, embedding) builds its settings itself: 8 slots, or EDGE_INFER_PARALLEL's."""
+    from edge_infer.tui.app import EdgeInferApp
+
+    monkeypatch.delenv("EDGE_INFER_PARALLEL", raising=False)
+    assert EdgeInferApp(load_model=False).default_settings.parallel == DEFAULT_SLOTS
+    monkeypatch.setenv("EDGE_INFER_PARALLEL", "3")
+    assert EdgeInferApp(load_model=False).default_settings.parallel == 3

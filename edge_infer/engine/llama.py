@@ -221,7 +221,6 @@ class LlamaContext:
         self.memory = llama_cpp.llama_get_memory(self.handle)
         self.n_ctx = llama_cpp.llama_n_ctx(self.handle)
         self.n_ctx_seq = llama_cpp.llama_n_ctx_seq(self.handle)
-        self.n_threads = p.n_threads
         self.threadpool = CpuThreadpools(self.handle, p.n_threads if p.poll >= 0 else 0, p.poll)
 
     def decode(self, batch: "LlamaBatch") -> int:

@@ -8,6 +8,8 @@ import json
 import httpx
 import pytest
 
+from tests.server.conftest import REPEATABLE_GREEDY
+
 anthropic = pytest.importorskip("anthropic")
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
@@ -20,9 +22,7 @@ GREEDY = {"max_tokens": 24, **COLD}
 
 @pytest.fixture(scope="module")
 def live(make_served):
-    # Its tests compare two greedy replies (streamed and whole, one route and another): served
-    # without n-gram drafts, which make greedy part at near ties (README); drafts: test_speculation.
-    return make_served({"api_key": "sk-local"}, draft_max=0)
+    return make_served({"api_key": "sk-local"}, **REPEATABLE_GREEDY)
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ import httpx
 import jsonschema
 import pytest
 
+from tests.server.conftest import REPEATABLE_GREEDY
+
 ollama = pytest.importorskip("ollama")
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
@@ -21,9 +23,7 @@ OLLAMA_DEFAULTS = {"top_k": 40, "min_p": 0.0, "repeat_penalty": 1.1}
 
 @pytest.fixture(scope="module")
 def live(make_served):
-    # Its tests compare two greedy replies (streamed and whole, one route and another): served
-    # without n-gram drafts, which make greedy part at near ties (README); drafts: test_speculation.
-    return make_served(draft_max=0)
+    return make_served(**REPEATABLE_GREEDY)
 
 
 @pytest.fixture

@@ -9,15 +9,15 @@ import openai
 import pytest
 from openai import OpenAI
 
+from tests.server.conftest import REPEATABLE_GREEDY
+
 WEATHER = {"type": "function", "name": "get_weather", "description": "Current weather in a city",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 
 
 @pytest.fixture(scope="module")
 def live(make_served):
-    # Its tests compare two greedy replies (streamed and whole, one route and another): served
-    # without n-gram drafts, which make greedy part at near ties (README); drafts: test_speculation.
-    return make_served(draft_max=0)
+    return make_served(**REPEATABLE_GREEDY)
 
 
 @pytest.fixture

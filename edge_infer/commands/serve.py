@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -22,12 +23,17 @@ def register(sub) -> None:
     g.add_argument("--api-key", help="require 'Authorization: Bearer KEY' (visible in ps: prefer "
                                      "--api-key-file or EDGE_INFER_API_KEY)")
     g.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
+    g.add_argument("--api-keys-file", metavar="FILE",
+                   help="named keys with scopes (inference, admin) and models they may use (TOML; README)")
+    g.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="answer requests whose Host is NAME, besides localhost, loopback and the address "
+                        "served on (repeatable; * = any, behind a reverse proxy)")
     g.add_argument("--max-body-mib", type=float, default=8, help="largest request body accepted (413 above)")
     g.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="uvicorn's log level; 'info' also logs each request")
     g.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
-                   help="let web pages from ORIGIN (e.g. http://localhost:3000, or *) call the API "
-                        "(repeatable; default: none)")
+                   help="let web pages from ORIGIN (e.g. https://chat.example.com, or *) call the API "
+                        "(repeatable; loopback origins such as http://localhost:3000 always may)")
     m = p.add_argument_group("models (any installed model loads on its first request)")
     m.add_argument("--models-budget", metavar="SIZE",
                    help="memory all loaded models may plan for together: 6GiB, 4096MiB "
@@ -57,11 +63,17 @@ def api_key(args) -> str | None:
 
 def main(args) -> int:
     from edge_infer.server.app import create_app
+    from edge_infer.server.keys import Keyring
     from edge_infer.server.launch import bind_tcp, bind_unix, check_exposure, remove_unix, uvicorn_server
 
     key = api_key(args)
+    keys = Keyring.load(args.api_keys_file, key)  # a bad keys file fails before anything is bound
     if not args.socket:
-        check_exposure(args.host, key)
+        check_exposure(args.host, key, args.api_keys_file)
+    if args.log_level in ("info", "debug"):  # each request with its key's name (never the key)
+        access = logging.getLogger("edge_infer.access")
+        access.setLevel(logging.INFO)
+        access.addHandler(logging.StreamHandler())  # stderr, beside uvicorn's own lines
     # Bind before loading the model: a taken port or a live socket fails in milliseconds.
     sock = bind_unix(args.socket) if args.socket else bind_tcp(args.host, args.port)
     # uvicorn re-raises the signal that stopped it; make SIGTERM an exception, not a
@@ -71,8 +83,8 @@ def main(args) -> int:
     try:
         host = serving_host(args)
         engine = host.get()
-        app = create_app(host, api_key=key, max_body=int(args.max_body_mib * 2**20),
-                         cors_origins=args.cors_origin)
+        app = create_app(host, keys=keys, max_body=int(args.max_body_mib * 2**20), cors_origins=args.cors_origin,
+                         allowed_hosts=args.allowed_host + host.config.server.allowed_hosts)
         if args.socket:
             where = f"unix:{Path(args.socket).expanduser()}  (curl --unix-socket PATH http://localhost/v1/models)"
         else:
@@ -83,7 +95,7 @@ def main(args) -> int:
         more = (f"; {others} other installed model{'s' * (others != 1)} load on request within "
                 f"{host.budget}" if host.on_demand and others > 0 else "")
         print(f"edge-infer: serving {engine.name} at {where}\n  {s.parallel} slots x {engine.n_ctx_seq} "
-              f"tokens, {s.n_threads} threads, {where_layers(engine)}, API key {'required' if key else 'off'}"
+              f"tokens, {s.n_threads} threads, {where_layers(engine)}, API key {'required' if keys else 'off'}"
               f"{more}\n  {cache_line(engine)}{remote_lines(host)}; Ctrl-C stops", file=sys.stderr, flush=True)
         uvicorn_server(app, args.log_level).run(sockets=[sock])
     finally:

@@ -18,6 +18,9 @@ slots, KV types, GPU layers) is set per model, once; sampling stays per request.
     remote_model = "Qwen/Qwen2.5-72B-Instruct"   # its name there (default: this name)
     api_key_env = "BIG_API_KEY"                  # or api_key_file = "~/.config/big.key"
 
+    [server]
+    allowed_hosts = ["llm.example.com"]      # Host names besides loopback (serve's --allowed-host)
+
 Unknown keys and bad values are refused when the server starts, naming the key.
 """
 
@@ -160,9 +163,16 @@ class Defaults(BaseModel):
         return _seconds(v)
 
 
+class ServerSection(BaseModel):
+    """The [server] table: what `serve` adds to its flags (server.door)."""
+    model_config = ConfigDict(extra="forbid")
+    allowed_hosts: list[str] = []  # Host names answered besides loopback; "*": any (a reverse proxy)
+
+
 class ModelsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     defaults: Defaults = Defaults()
+    server: ServerSection = ServerSection()
     models: dict[str, ModelEntry] = {}
 
     def entry_for(self, *names: str) -> ModelEntry | None:
@@ -180,14 +190,23 @@ def load_models_config(path: Path | None, required: bool = False) -> ModelsConfi
         if required and path is not None:
             raise ModelConfigError(f"the models config {path} does not exist")
         return ModelsConfig()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelConfigError(f"cannot read the models config {path}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ModelConfigError(f"{path} is not valid TOML: {exc}") from None
+    data = load_toml(path, "models config")
     try:
         return ModelsConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise ModelConfigError(f"{path}: {problems}") from None
+        raise ModelConfigError(f"{path}: {one_line(exc)}") from None
+
+
+def load_toml(path: Path, what: str, error: type[EdgeInferError] = ModelConfigError) -> dict:
+    """The TOML at `path` as a dict; `error` with one line naming the file and `what` it is."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"cannot read the {what} {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path} is not valid TOML: {exc}") from None
+
+
+def one_line(exc: ValidationError) -> str:
+    """A pydantic error as one line: 'keys.0.scopes.0: Input should be ...; ...'."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())

@@ -129,7 +129,7 @@ class AnthropicAPI:
     async def messages(self, request: Request) -> Response:
         body = parse(wire.MessagesRequest, await self.srv.read_body(request))
         ours = self._ours(wire.chat_fields(body))
-        lease = await self.srv.lease(ours.model, ours.keep_alive)
+        lease = await self.srv.lease(request, ours.model, ours.keep_alive)
         msg_id, model = "msg_" + uuid.uuid4().hex[:24], body.model or lease.name
 
         def whole(job: Job) -> Response:
@@ -144,7 +144,7 @@ class AnthropicAPI:
         fields = {"model": body.model, "messages": wire.chat_messages(body.system, body.messages),
                   **wire.openai_tools(body.tools, body.tool_choice)}
         ours = self._ours(fields)
-        lease = await self.srv.lease(ours.model)
+        lease = await self.srv.lease(request, ours.model)
         try:
             n = len(lease.engine.tokenize_messages([chat_message(m) for m in ours.messages], ours.tools_for_prompt))
         finally:
@@ -163,7 +163,7 @@ def anthropic_errors(srv, handler):
     shape with the status our APIError carries."""
     async def route(request: Request) -> Response:
         try:
-            srv.check_key(request)
+            srv.authorize(request)
             return await handler(request)
         except APIError as exc:
             return SafeJSONResponse(wire.error_body(exc), status_code=exc.status, headers=exc.headers)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import time
 import weakref
 from dataclasses import asdict
@@ -28,6 +27,8 @@ from starlette.routing import Route
 
 from edge_infer.host import ModelHost, ModelNotLoadedError
 from edge_infer.server import embeddings
+from edge_infer.server.door import LOOPBACK_ORIGIN, Door, access_log, face_error
+from edge_infer.server.keys import ADMIN, INFERENCE, Key, Keyring, authorize, key_name, model_refusal
 from edge_infer.server.anthropic import anthropic_routes
 from edge_infer.server.leases import Leases, keep_alive_of
 from edge_infer.server.errors import APIError, SafeJSONResponse
@@ -51,9 +52,9 @@ BODY_TIMEOUT = 30.0  # seconds to receive a whole body once the headers are in
 
 class Server:
     def __init__(self, host: ModelHost, api_key: str | None = None, max_body: int = MAX_BODY,
-                 body_timeout: float = BODY_TIMEOUT):
+                 body_timeout: float = BODY_TIMEOUT, keys: Keyring | None = None):
         self.host = host
-        self.api_key = api_key
+        self.keys = keys if keys is not None else Keyring.load(api_key=api_key)  # None: no key wanted
         self.max_body = max_body
         self.body_timeout = body_timeout
         self.created = int(time.time())
@@ -65,19 +66,23 @@ class Server:
         self._texts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # engine -> TokenText
 
     # ---- plumbing ---------------------------------------------------------------------
-    def check_key(self, request: Request) -> None:
-        if self.api_key is None:
+    def authorize(self, request: Request, scope: str = INFERENCE) -> Key | None:
+        """The request's key if it may use `scope` (server.keys); 401/403 otherwise."""
+        return authorize(self.keys, request, scope)
+
+    def may_name(self, request: Request):
+        """(name, remote) -> whether the request's key may name that model: for listings."""
+        key = self.authorize(request)
+        return (lambda name, remote=False: True) if key is None else key.allows_model
+
+    def check_model(self, request: Request, model: str, remote: bool = False) -> None:
+        """403 unless the request's key may name `model` (or the loaded model it is an alias of)."""
+        key = self.authorize(request)
+        if key is None or key.allows_model(model, remote):
             return
-        auth = request.headers.get("authorization", "")
-        scheme, _, key = auth.partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():  # Anthropic's clients send x-api-key
-            key = request.headers.get("x-api-key", "")
-        if not key.strip():
-            raise APIError(401, "missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')",
-                           code="missing_api_key", headers={"WWW-Authenticate": "Bearer"})
-        if not hmac.compare_digest(key.strip().encode(), self.api_key.encode()):
-            raise APIError(401, "incorrect API key provided", code="invalid_api_key",
-                           headers={"WWW-Authenticate": "Bearer"})
+        loaded = None if remote else self.host.find(model)
+        if loaded is None or not key.allows_model(loaded.name):
+            raise model_refusal(key, model, remote)
 
     async def read_body(self, request: Request) -> bytes:
         too_big = APIError(413, f"the request body is larger than {self.max_body} bytes",
@@ -108,10 +113,19 @@ class Server:
         except ModelNotLoadedError as exc:
             raise APIError(404, str(exc), param="model", code="model_not_found") from None
 
-    async def lease(self, model: str | None, keep_alive=None):
-        """A lease on the engine serving `model`, loading it if needed; release() it when the
-        response is over (server.leases)."""
-        return await self.leases.acquire(model, keep_alive_of(keep_alive))
+    async def lease(self, request: Request, model: str | None, keep_alive=None):
+        """A lease on the engine serving `model`, loading it if needed, when the request's key
+        may name it (checked before loading); release() it when the response is over."""
+        if model is not None:
+            self.check_model(request, model)
+        lease = await self.leases.acquire(model, keep_alive_of(keep_alive))
+        if model is None:  # the default model: known by name only now
+            try:
+                self.check_model(request, lease.name)
+            except APIError:
+                lease.release()
+                raise
+        return lease
 
     def text_of(self, engine) -> TokenText:
         text = self._texts.get(engine)
@@ -145,14 +159,16 @@ class Server:
         return SafeJSONResponse(body, status_code=200 if state == "ok" else 503)
 
     async def models(self, request: Request) -> Response:
-        self.check_key(request)
-        cards = [self._model_card(m) for m in self.host.listing()] + remote_cards(self.remotes, self.created)
+        allowed = self.may_name(request)
+        cards = [self._model_card(m) for m in self.host.listing() if allowed(m["name"])]
+        cards += [c for c in remote_cards(self.remotes, self.created) if allowed(c["id"], True)]
         return SafeJSONResponse({"object": "list", "data": cards})
 
     async def model_card(self, request: Request) -> Response:
-        self.check_key(request)
         name = request.path_params["model"]
-        if (remote := self.remotes.find(name)) is not None:
+        remote = self.remotes.find(name)
+        self.check_model(request, remote.name if remote is not None else name, remote=remote is not None)
+        if remote is not None:
             return SafeJSONResponse(next(c for c in remote_cards(self.remotes, self.created) if c["id"] == remote.name))
         loaded = self.host.find(name)  # a loaded model answers to its aliases too
         wanted = loaded.name if loaded is not None else name
@@ -176,13 +192,13 @@ class Server:
         return card
 
     async def stats(self, request: Request) -> Response:
-        self.check_key(request)
+        self.authorize(request, ADMIN)
         return SafeJSONResponse(self.engine_for(request.query_params.get("model")).snapshot().to_dict())
 
     async def props(self, request: Request) -> Response:
         """What this server runs on (llama-server's /props): model, settings, CPU backend, and
         where the model's layers and bytes are (per device, llama.cpp's buffers and the plan)."""
-        self.check_key(request)
+        self.authorize(request, ADMIN)
         engine = self.engine_for(request.query_params.get("model"))
         snap = engine.snapshot()
         return SafeJSONResponse({"model": engine.name, "settings": engine.settings.__dict__,
@@ -196,7 +212,7 @@ class Server:
                                  "devices": [asdict(d) for d in snap.devices]})
 
     async def prometheus(self, request: Request) -> Response:
-        self.check_key(request)
+        self.authorize(request, ADMIN)
         return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def chat(self, request: Request) -> Response:
@@ -206,9 +222,9 @@ class Server:
         return await self._complete(request, CompletionRequest, TextWire)
 
     async def _complete(self, request: Request, schema, wire_cls) -> Response:
-        self.check_key(request)
+        self.authorize(request, INFERENCE)
         body = parse(schema, await self.read_body(request))
-        lease = await self.lease(body.model, body.keep_alive)
+        lease = await self.lease(request, body.model, body.keep_alive)
         engine = lease.engine
         text_of, wire = self.text_of(engine), wire_cls(engine.name, include_usage=body.stream and body.include_usage)
         wants_echo = isinstance(body, CompletionRequest) and body.echo
@@ -231,8 +247,11 @@ class Server:
 
 
 def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_BODY,
-               body_timeout: float = BODY_TIMEOUT, cors_origins: list[str] | tuple[str, ...] = ()) -> Starlette:
-    srv = Server(host, api_key=api_key, max_body=max_body, body_timeout=body_timeout)
+               body_timeout: float = BODY_TIMEOUT, cors_origins: list[str] | tuple[str, ...] = (),
+               allowed_hosts: list[str] | tuple[str, ...] = (), keys: Keyring | None = None) -> Starlette:
+    """keys: the server's Keyring (serve --api-keys-file); without it, api_key is the one key."""
+    srv = Server(host, api_key=api_key, max_body=max_body, body_timeout=body_timeout, keys=keys)
+    cors_origins = [o.rstrip("/") for o in cors_origins]
     metrics = srv.metrics
 
     def counted(endpoint: str, handler):
@@ -241,9 +260,11 @@ def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_
         async def route(request: Request) -> Response:
             try:
                 response = await handler(request)
-            except APIError as exc:
-                response = exc.response()
-            metrics.request(endpoint, response.status_code)
+            except APIError as exc:  # in the face's own format (the remote path's key check, body limits)
+                response = face_error(request.url.path, exc)
+            name = key_name(request.scope) or "-"
+            metrics.request(endpoint, response.status_code, name if srv.keys is not None else None)
+            access_log.info("%s %s %d key=%s", request.method, request.url.path, response.status_code, name)
             return response
         return route
 
@@ -274,7 +295,8 @@ def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_
     routes += infill_routes(srv, counted)  # llama-server's /infill (editor autocomplete)
     routes += ResponsesAPI(srv, srv.response_store).routes(counted)  # OpenAI's /v1/responses
     app = Starlette(routes=bare_twins(routes), exception_handlers={HTTPException: http_error, Exception: server_error},
-                    middleware=cors(cors_origins) + [Middleware(HeaderLimit)])
+                    middleware=[Middleware(Door, allowed_hosts=allowed_hosts, cors_origins=cors_origins),
+                                *cors(cors_origins), Middleware(HeaderLimit)])
     app.state.server = srv
     srv.remotes.start()  # their health checks
     return app
@@ -289,9 +311,9 @@ def bare_twins(routes: list[Route]) -> list[Route]:
 
 
 def cors(origins) -> list[Middleware]:
-    """Browser clients (web chat UIs) on the listed origins; none by default. Starlette's
-    middleware answers preflights (OPTIONS) before auth, as browsers send no key there."""
-    if not origins:
-        return []
-    return [Middleware(CORSMiddleware, allow_origins=list(origins), allow_methods=["GET", "POST", "OPTIONS"],
-                       allow_headers=["*"], expose_headers=["Retry-After"], max_age=600)]
+    """Browser clients (web chat UIs) on loopback origins and the listed ones (the Door refuses
+    any other Origin). Starlette's middleware answers preflights (OPTIONS) before auth, as
+    browsers send no key there."""
+    return [Middleware(CORSMiddleware, allow_origins=list(origins), allow_origin_regex=LOOPBACK_ORIGIN,
+                       allow_methods=["GET", "POST", "DELETE", "OPTIONS"], allow_headers=["*"],
+                       expose_headers=["Retry-After"], max_age=600)]

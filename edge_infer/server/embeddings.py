@@ -58,7 +58,7 @@ class RerankRequest(Body):
 
 
 async def embeddings(srv, request: Request) -> Response:
-    srv.check_key(request)
+    srv.authorize(request)
     body = parse(EmbeddingRequest, await srv.read_body(request))
 
     def checked(engine):
@@ -66,7 +66,7 @@ async def embeddings(srv, request: Request) -> Response:
             raise bad_request(f"dimensions is {body.dimensions} but this model's vectors have "
                               f"{engine.embedding_size}", "dimensions")
 
-    lease = await srv.lease(body.model, body.keep_alive)
+    lease = await srv.lease(request, body.model, body.keep_alive)
     engine = lease.engine
     vectors, n_tokens = await run_leased(
         lease, lambda e: e.embed(body.inputs(), dimensions=body.dimensions), "input", checked)
@@ -78,7 +78,7 @@ async def embeddings(srv, request: Request) -> Response:
 
 
 async def rerank(srv, request: Request) -> Response:
-    srv.check_key(request)
+    srv.authorize(request)
     body = parse(RerankRequest, await srv.read_body(request))
 
     def checked(engine):
@@ -87,7 +87,7 @@ async def rerank(srv, request: Request) -> Response:
                                 "type rank, such as a bge-reranker or jina-reranker)", param="model",
                            code="model_cannot_rerank")
 
-    lease = await srv.lease(body.model, body.keep_alive)
+    lease = await srv.lease(request, body.model, body.keep_alive)
     engine = lease.engine
     scores, n_tokens = await run_leased(lease, lambda e: e.rerank(body.query, body.documents), "documents",
                                         checked)

@@ -13,7 +13,8 @@ from starlette.responses import JSONResponse
 from edge_infer.errors import ContextOverflowError, EdgeInferError, EngineClosedError, QueueFullError
 
 # OpenAI's `type` per status; clients mostly branch on the status, humans read the type.
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+          404: "invalid_request_error",
           405: "invalid_request_error", 408: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error",
           500: "server_error", 503: "server_error"}
 

@@ -96,9 +96,9 @@ async def stream_infill(job: Job, model: str) -> AsyncIterator[bytes]:
 
 
 async def infill(srv, request: Request) -> Response:
-    srv.check_key(request)
+    srv.authorize(request)
     body = parse(InfillRequest, await srv.read_body(request))
-    lease = await srv.lease(body.model, body.keep_alive)
+    lease = await srv.lease(request, body.model, body.keep_alive)
     try:
         extra = tuple((f.filename, f.text) for f in body.input_extra)
         try:

@@ -33,11 +33,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_exposure(host: str, api_key: str | None) -> None:
-    """Anyone who can reach a non-loopback address could use the model: demand a key."""
-    if not is_loopback(host) and not api_key:
+def check_exposure(host: str, api_key: str | None, keys_file: str | None = None) -> None:
+    """Anyone who can reach a non-loopback address could use the model: demand a key (one,
+    or a file of them)."""
+    if not is_loopback(host) and not api_key and not keys_file:
         raise BindError(f"refusing to listen on {host} without an API key: other machines could reach "
-                        f"it; pass --api-key/--api-key-file (or EDGE_INFER_API_KEY), or use 127.0.0.1")
+                        f"it; pass --api-key/--api-key-file (or EDGE_INFER_API_KEY) or --api-keys-file, "
+                        f"or use 127.0.0.1")
 
 
 def bind_tcp(host: str, port: int) -> socket.socket:

@@ -170,6 +170,8 @@ class Metrics:
         self.registry = r = CollectorRegistry()
         self.requests = Counter("edge_infer_http_requests", "HTTP requests by endpoint and status",
                                 ["endpoint", "status"], registry=r)
+        self.by_key = Counter("edge_infer_http_requests_by_key", "HTTP requests by API key name (never the key), "
+                              "endpoint and status", ["key", "endpoint", "status"], registry=r)
         self.prompt_tokens = Counter("edge_infer_prompt_tokens", "Prompt tokens of finished requests", registry=r)
         self.completion_tokens = Counter("edge_infer_completion_tokens", "Generated tokens", registry=r)
         self.cancelled = Counter("edge_infer_cancelled_requests", "Generations cancelled (client left)",
@@ -187,8 +189,11 @@ class Metrics:
         if response_store is not None:
             r.register(StoreCollector(response_store))
 
-    def request(self, endpoint: str, status: int) -> None:
+    def request(self, endpoint: str, status: int, key: str | None = None) -> None:
+        """key: the name of the request's API key ('-': none or unknown), when the server has keys."""
         self.requests.labels(endpoint, str(status)).inc()
+        if key is not None:
+            self.by_key.labels(key, endpoint, str(status)).inc()
 
     def generation(self, stats: RequestStats, reason: str) -> None:
         self.prompt_tokens.inc(stats.prompt_tokens)

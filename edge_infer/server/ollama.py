@@ -23,6 +23,7 @@ from edge_infer.server.embeddings import run_leased
 from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job
+from edge_infer.server.keys import ADMIN
 from edge_infer.server.leases import host_error, keep_alive_of
 from edge_infer.server.ndjson import NDJSONResponse, stream_lines
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse, validate
@@ -50,9 +51,9 @@ class OllamaAPI:
     def not_found(self, model: str) -> APIError:
         return host_error(ModelNotLoadedError(model, self.host.servable_names()))
 
-    async def lease(self, model: str, keep_alive):
+    async def lease(self, request: Request, model: str, keep_alive):
         started = time.perf_counter()
-        lease = await self.srv.lease(model, keep_alive)
+        lease = await self.srv.lease(request, model, keep_alive)
         return lease, time.perf_counter() - started
 
     def info_of(self, path: str):
@@ -82,13 +83,17 @@ class OllamaAPI:
         return SafeJSONResponse({"version": wire.OLLAMA_VERSION})
 
     async def tags(self, request: Request) -> Response:
+        allowed = self.srv.may_name(request)  # a key sees the models it may name
+
         def build():
             out = []
-            for m in self.host.listing():
+            for m in filter(lambda m: allowed(m["name"]), self.host.listing()):
                 info = self.info_of(m["path"])
                 size = m.get("size_bytes") or (info.file_size if info is not None else 0)
                 out.append(wire.model_entry(m["name"], m["path"], size, info))
             for m in self.host.remotes.listing():  # served elsewhere, as Ollama lists its cloud models
+                if not allowed(m["name"], True):
+                    continue
                 ups = [u["url"] for u in m["upstreams"]]
                 out.append({**wire.model_entry(m["name"], "remote:" + ",".join(ups), 0, None),
                             "remote_model": m["remote_model"], "remote_host": ups[0][:-3]})
@@ -96,9 +101,9 @@ class OllamaAPI:
         return SafeJSONResponse({"models": await asyncio.to_thread(build)})
 
     async def ps(self, request: Request) -> Response:
-        out = []
+        out, allowed = [], self.srv.may_name(request)
         for m in self.host.listing():
-            resident = self.host.find(m["name"]) if m["state"] == "loaded" else None
+            resident = self.host.find(m["name"]) if m["state"] == "loaded" and allowed(m["name"]) else None
             if resident is None:
                 continue
             engine = resident.engine
@@ -116,6 +121,7 @@ class OllamaAPI:
         model = body.model or body.name
         if not model:
             raise APIError(400, "model is required", param="model")
+        self.srv.check_model(request, self.name_of(model))
         found = await asyncio.to_thread(self._find, model)
         if found is None or found[1] is None:
             raise self.not_found(model)
@@ -129,7 +135,7 @@ class OllamaAPI:
         wire.refuse_unsupported(body)
         out = wire.GenerateWire(body.model)
         if not body.prompt:
-            return await self._load_only(body.model, body.keep_alive, out)
+            return await self._load_only(request, body.model, body.keep_alive, out)
         if body.raw or body.suffix:  # suffix: fill in the middle, in the model's FIM tokens
             fields, schema = {"prompt": body.prompt, "suffix": body.suffix}, CompletionRequest
         else:
@@ -143,29 +149,31 @@ class OllamaAPI:
         wire.refuse_unsupported(body)
         out = wire.ChatWire(body.model)
         if not body.messages:
-            return await self._load_only(body.model, body.keep_alive, out)
+            return await self._load_only(request, body.model, body.keep_alive, out)
         fields = {"messages": ollama_tools.chat_messages(body.messages), "tools": body.tools,
                   "tool_choice": body.tool_choice, "reasoning_format": "none" if body.think is False else "auto"}
         if body.think is False or body.think in ("low", "medium", "high"):  # thinking off, or its effort
             fields["reasoning_effort"] = "none" if body.think is False else body.think
         return await self._generate(request, body, ChatCompletionRequest, fields, out, started)
 
-    async def _load_only(self, model: str, keep_alive, out: wire.GenerateWire) -> Response:
-        """No prompt: load the model (keep_alive 0: unload it), as Ollama does."""
+    async def _load_only(self, request: Request, model: str, keep_alive, out: wire.GenerateWire) -> Response:
+        """No prompt: load the model (keep_alive 0: unload it, which takes an admin key), as Ollama does."""
         name = self.name_of(model)
         if keep_alive is not None and keep_alive_of(keep_alive) == 0:
+            self.srv.authorize(request, ADMIN)
+            self.srv.check_model(request, name)
             if self.host.find(name) is None:
                 if not any(n.lower() == name.lower() for n in self.host.servable_names()):
                     raise self.not_found(model)
             else:
                 await asyncio.to_thread(self.host.unload, name)  # now when idle, else after its last request
             return SafeJSONResponse(out.done("", "unload"))
-        lease, _ = await self.lease(name, keep_alive)
+        lease, _ = await self.lease(request, name, keep_alive)
         lease.release()
         return SafeJSONResponse(out.done("", "load"))
 
     async def _generate(self, request: Request, body, schema, fields: dict, out, started: float) -> Response:
-        lease, load_s = await self.lease(self.name_of(body.model), body.keep_alive)
+        lease, load_s = await self.lease(request, self.name_of(body.model), body.keep_alive)
         try:
             try:  # the same checks and messages as the OpenAI routes, named as Ollama's fields
                 ours = validate(schema, {**wire.openai_fields(body, lease.name), **fields})
@@ -212,7 +220,7 @@ class OllamaAPI:
         started = time.perf_counter()
         body = parse(wire.EmbedBody, await self.srv.read_body(request))
         inputs = [body.input] if isinstance(body.input, str) else list(body.input)
-        vectors, n, load_s = await self._embed(body.model, body.keep_alive, inputs, True, body.truncate,
+        vectors, n, load_s = await self._embed(request, body.model, body.keep_alive, inputs, True, body.truncate,
                                                body.dimensions)
         return SafeJSONResponse({"model": body.model, "embeddings": vectors,
                                  "total_duration": wire.ns(time.perf_counter() - started),
@@ -222,12 +230,12 @@ class OllamaAPI:
         """The legacy route: one prompt, one vector, not normalized (as Ollama answers it)."""
         body = parse(wire.EmbeddingsBody, await self.srv.read_body(request))
         inputs = [body.prompt] if body.prompt else []
-        vectors, *_ = await self._embed(body.model, body.keep_alive, inputs, False, True)
+        vectors, *_ = await self._embed(request, body.model, body.keep_alive, inputs, False, True)
         return SafeJSONResponse({"embedding": vectors[0] if vectors else []})
 
-    async def _embed(self, model: str, keep_alive, inputs: list[str], normalize: bool, truncate: bool,
-                     dimensions: int | None = None):
-        lease, load_s = await self.lease(self.name_of(model), keep_alive)
+    async def _embed(self, request: Request, model: str, keep_alive, inputs: list[str], normalize: bool,
+                     truncate: bool, dimensions: int | None = None):
+        lease, load_s = await self.lease(request, self.name_of(model), keep_alive)
         if not inputs:  # Ollama loads the model and answers no vectors
             lease.release()
             return [], 0, load_s
@@ -273,7 +281,7 @@ def ollama_errors(srv, handler):
     our APIError carries."""
     async def route(request: Request) -> Response:
         try:
-            srv.check_key(request)
+            srv.authorize(request)  # an unload (keep_alive 0) also needs the admin scope: _load_only
             return await handler(request)
         except APIError as exc:
             return error_response(exc)

@@ -22,6 +22,7 @@ from edge_infer.server import responses_wire as wire
 from edge_infer.server.errors import APIError, SafeJSONResponse
 from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job, generation_error
+from edge_infer.server.keys import ADMIN
 from edge_infer.server.response_store import ResponseStore
 from edge_infer.server.openai_wire import sse
 from edge_infer.server.schemas import ChatCompletionRequest, parse, validate
@@ -166,7 +167,7 @@ class ResponsesAPI:
         self.srv, self.store = srv, store if store is not None else ResponseStore()
 
     async def create(self, request: Request) -> Response:
-        self.srv.check_key(request)
+        self.srv.authorize(request)
         body = parse(wire.ResponsesRequest, await self.srv.read_body(request))
         history: list[dict] = []
         if body.previous_response_id is not None:
@@ -179,7 +180,7 @@ class ResponsesAPI:
             history = found.messages
         ours = validate(ChatCompletionRequest, wire.chat_fields(body, history))
         turn = history + wire.input_messages(body.input)
-        lease = await self.srv.lease(ours.model, ours.keep_alive)
+        lease = await self.srv.lease(request, ours.model, ours.keep_alive)
         env = Envelope(body, body.model or lease.name)
 
         def keep(response: dict, reply: Reply) -> None:
@@ -197,7 +198,7 @@ class ResponsesAPI:
                               whole=whole)
 
     def _stored(self, request: Request):
-        self.srv.check_key(request)
+        self.srv.authorize(request, ADMIN)  # the store holds every key's conversations
         rid = request.path_params["response_id"]
         return rid, self.store.get(rid)
 

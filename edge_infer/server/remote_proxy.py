@@ -160,12 +160,13 @@ def remote_aware(srv, path: str, handler):
     async def route(request: Request) -> Response:
         if not srv.remotes or request.method != "POST":
             return await handler(request)
-        srv.check_key(request)
+        srv.authorize(request)
         body = await srv.read_body(request)
         request._body = body  # the handler reads it again (Request.stream() serves _body)
         model = srv.remotes.find(model_in(body))
         if model is None:
             return await handler(request)
+        srv.check_model(request, model.name, remote=True)  # the user's upstream key: only keys that name it
         return await srv.remote_proxy.forward(model, path, request, body)
     return route
 

@@ -29,9 +29,9 @@ class DetokenizeRequest(Body):
 
 
 async def tokenize(srv, request: Request) -> Response:
-    srv.check_key(request)
+    srv.authorize(request)
     body = parse(TokenizeRequest, await srv.read_body(request))
-    lease = await srv.lease(body.model)
+    lease = await srv.lease(request, body.model)
 
     def run(engine):
         ids = engine.model.tokenize(body.content, body.add_special, body.parse_special)
@@ -44,9 +44,9 @@ async def tokenize(srv, request: Request) -> Response:
 
 
 async def detokenize(srv, request: Request) -> Response:
-    srv.check_key(request)
+    srv.authorize(request)
     body = parse(DetokenizeRequest, await srv.read_body(request))
-    lease = await srv.lease(body.model)
+    lease = await srv.lease(request, body.model)
 
     def check(engine):
         n_vocab = engine.model.n_vocab
@@ -62,9 +62,9 @@ async def detokenize(srv, request: Request) -> Response:
 async def apply_template(srv, request: Request) -> Response:
     """The prompt a chat request becomes (its messages and tools through the model's chat
     template), checked as /v1/chat/completions checks it."""
-    srv.check_key(request)
+    srv.authorize(request)
     body = parse(ChatCompletionRequest, await srv.read_body(request))
-    lease = await srv.lease(body.model)
+    lease = await srv.lease(request, body.model)
 
     def render(engine):
         return engine.template.render([chat_message(m) for m in body.messages], add_generation_prompt=True,

@@ -84,7 +84,7 @@ def test_a_body_that_trickles_in_gets_408(make_served):
     live = make_served(app_kwargs={"body_timeout": 1}, parallel=1)
     port = int(live.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                   b"Content-Length: 1000\r\n\r\n{\"prompt\": ")
         reply = b""
         while chunk := s.recv(4096):  # the server answers and closes, well before this timeout

@@ -1,5 +1,6 @@
 """Bare routes (a base URL without /v1, as llama-server answers) and CORS for browser
-clients: off by default, exact preflight answers when an origin is allowed."""
+clients: loopback origins only by default, exact preflight answers when an origin is allowed
+(the door's Origin check: test_door)."""
 
 from __future__ import annotations
 
@@ -34,11 +35,15 @@ def test_every_v1_route_answers_without_v1_too(served):
     assert missing.status_code == 404 and error_of(missing)["message"].startswith("GET /v2/models")
 
 
-def test_cors_is_off_by_default(served):
+def test_cors_is_for_loopback_origins_by_default(served):
     r = httpx.options(served.base + "/chat/completions",
                       headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"})
-    assert "access-control-allow-origin" not in r.headers
-    assert "access-control-allow-origin" not in httpx.get(served.base + "/models", headers={"Origin": ORIGIN}).headers
+    assert r.headers["access-control-allow-origin"] == ORIGIN
+    other = "https://chat.example.com"
+    r = httpx.options(served.base + "/chat/completions",
+                      headers={"Origin": other, "Access-Control-Request-Method": "POST"})
+    assert r.status_code == 403 and "access-control-allow-origin" not in r.headers
+    assert "access-control-allow-origin" not in httpx.get(served.base + "/models", headers={"Origin": other}).headers
 
 
 def test_an_allowed_origin_gets_preflights_and_headers_before_auth(open_to_web):
@@ -62,6 +67,6 @@ def test_an_allowed_origin_gets_preflights_and_headers_before_auth(open_to_web):
 def test_another_origin_is_refused(open_to_web):
     pre = httpx.options(open_to_web.base + "/chat/completions", headers={
         "Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
-    assert pre.status_code == 400 and "access-control-allow-origin" not in pre.headers
+    assert pre.status_code == 403 and "access-control-allow-origin" not in pre.headers
     r = httpx.get(open_to_web.url + "/health", headers={"Origin": "http://evil.example"})
-    assert "access-control-allow-origin" not in r.headers
+    assert r.status_code == 403 and "access-control-allow-origin" not in r.headers

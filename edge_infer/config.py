@@ -8,6 +8,8 @@ from dataclasses import dataclass, fields, replace
 
 import psutil
 
+from edge_infer.errors import EdgeInferError
+
 
 def _default_threads() -> int:
     # llama.cpp decode is memory-bound; physical cores beat hyperthreads.
@@ -20,6 +22,7 @@ def _default_threads() -> int:
 # and editors send several requests at once; at 8 clients on 2 cores (SmolLM2) 8 slots gave
 # 154 tok/s and TTFT p50 0.42 s where 4 gave 132 tok/s and 1.98 s (half the clients waited).
 DEFAULT_SLOTS = 8
+MAX_SLOTS = 256  # llama.cpp's LLAMA_MAX_SEQ
 
 
 def serving_slots_default() -> int | None:
@@ -86,6 +89,18 @@ class EngineSettings:
     # "host:port" each. The plan places layers on them by the memory each reports, and the
     # engine runs in a child process (engine/child.py): a worker lost aborts llama.cpp's client.
     rpc: tuple[str, ...] = ()
+
+    def check_sizes(self) -> None:
+        """Refuse, before anything loads, the sizes llama.cpp would abort or fail on: each
+        step decodes one token per slot, so a batch must hold one per slot; llama.cpp allows
+        256 sequences (LLAMA_MAX_SEQ) and fails creating a context beyond."""
+        if not 1 <= self.parallel <= MAX_SLOTS:
+            raise EdgeInferError(f"--parallel must be 1 to {MAX_SLOTS} (slots), not {self.parallel}")
+        if self.ctx < 1 or self.n_batch < 1:
+            raise EdgeInferError(f"--ctx and --n-batch must be 1 or more, not {self.ctx} and {self.n_batch}")
+        if self.n_batch < self.parallel:
+            raise EdgeInferError(f"--n-batch {self.n_batch} is smaller than --parallel {self.parallel}: each "
+                                 f"step decodes a token for every slot; raise --n-batch or lower --parallel")
 
     @classmethod
     def from_env(cls, **overrides) -> "EngineSettings":

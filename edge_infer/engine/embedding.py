@@ -56,7 +56,11 @@ class EmbeddingContext:
 
     def __init__(self, model: LlamaModel, n_tokens: int, n_seq_max: int, n_threads: int, pooling: int):
         params = llama_cpp.llama_context_default_params()
-        params.n_ctx = params.n_batch = params.n_ubatch = n_tokens  # one decode = one ubatch
+        # One decode = one ubatch, whose size a multiple of n_seq_max: llama.cpp aborts in a
+        # mat-mul (GGML_ASSERT ggml_can_mul_mat) on some other sizes (--n-batch 300, 64
+        # sequences), measured; the inputs still hold at most `n_tokens`.
+        size = -(-n_tokens // n_seq_max) * n_seq_max
+        params.n_ctx = params.n_batch = params.n_ubatch = size
         params.n_seq_max = n_seq_max
         params.n_threads = params.n_threads_batch = n_threads
         params.kv_unified = True  # one stream: any input may use any cell, never split by sequence
@@ -114,10 +118,11 @@ class Embedder:
         n_train = llama_cpp.llama_model_n_ctx_train(model.handle) or settings.n_batch
         # An input must fit one ubatch. n_batch, as generation uses: llama.cpp computes the
         # logits of every token here too, so the buffers hold n_batch x vocabulary floats.
-        self.max_tokens = max(8, min(settings.n_batch, settings.ctx, n_train))
+        cap = min(settings.n_batch, settings.ctx, n_train)
+        self.max_tokens = max(8, cap)
         self.max_seqs = min(MAX_SEQS, self.max_tokens)
-        self._remedy = ("raise --n-batch" if self.max_tokens == settings.n_batch else
-                        "raise --ctx" if self.max_tokens == settings.ctx else
+        self._remedy = ("raise --n-batch" if cap == settings.n_batch else
+                        "raise --ctx" if cap == settings.ctx else
                         f"use a model trained on longer inputs (this one: {n_train} tokens)")
         embd_out = getattr(llama_cpp, "llama_model_n_embd_out", llama_cpp.llama_model_n_embd)
         self.width = (llama_cpp.llama_model_n_cls_out(model.handle) if self.pooling == RANK

@@ -48,8 +48,7 @@ class Engine:
         check_draft_max(s.draft_max)
         if not -1 <= s.poll <= 100:
             raise EdgeInferError(f"--poll must be -1 (no persistent threadpool) or 0..100, not {s.poll}")
-        if s.parallel < 1:
-            raise EdgeInferError(f"--parallel must be 1 or more (slots), not {s.parallel}")
+        s.check_sizes()
         template_text = read_template_file(s.chat_template) if s.chat_template else None  # before loading
         # Validate the file ourselves first: llama.cpp aborts the process on some bad files.
         self.info = read_model_info(model_path)
@@ -71,7 +70,7 @@ class Engine:
         self.backend, self.kv_bytes = self.model.backend, kv_bytes_reported(load_log)
         # What one sequence may hold: `ctx`, or the whole pool when it is smaller.
         self.n_ctx_seq = min(s.ctx, self.ctx.n_ctx_seq)
-        self.pool_cells = self.ctx.n_ctx if s.kv_unified else None
+        self.pool_cells = self.ctx.n_ctx if s.kv_unified else None  # llama.cpp caps n_batch there too
         if self.n_ctx_seq < s.ctx:
             log.warning("the KV pool holds %d cells, fewer than --ctx %d: each request is capped at %d",
                         self.ctx.n_ctx, s.ctx, self.n_ctx_seq)
@@ -85,7 +84,7 @@ class Engine:
         # layers a shared cell could not be recycled by the window, so those models keep
         # to per-slot reuse.
         self.prompt_cache, self.disk_cache = build_tiers(Path(model_path), s, identity)
-        self.scheduler = Scheduler(s.parallel, s.n_batch, n_ctx_seq=self.n_ctx_seq,
+        self.scheduler = Scheduler(s.parallel, min(s.n_batch, self.ctx.n_ctx), n_ctx_seq=self.n_ctx_seq,
                                    share_prefixes=s.kv_unified and self.model.n_swa == 0, pool_cells=self.pool_cells)
         self.memory = SlotMemory(self.ctx, self.scheduler, self.prompt_cache, self.model.n_swa, self.disk_cache)
         sched = self.scheduler

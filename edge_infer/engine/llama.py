@@ -267,7 +267,7 @@ class LlamaBatch:
 
     def __init__(self, capacity: int):
         self.handle = llama_cpp.llama_batch_init(capacity, 0, 1)
-        self.n = 0
+        self.capacity, self.n = capacity, 0
         # Struct field access builds a new pointer object each time: cache them.
         b = self.handle
         self._token, self._pos, self._logits = b.token, b.pos, b.logits

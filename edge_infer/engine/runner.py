@@ -40,8 +40,9 @@ class ModelRunner:
         aborts when they decode)."""
         first = next((t for t in (self.model.bos, self.model.eos) if t >= 0), 0)
         self.batch.clear()
-        self.batch.add(first, 0, 0, False)
-        self.batch.add(self.model.eos if self.model.eos >= 0 else first, 1, 0, True)
+        if self.batch.capacity > 1:  # --n-batch 1 holds one token
+            self.batch.add(first, 0, 0, False)
+        self.batch.add(self.model.eos if self.model.eos >= 0 else first, self.batch.n, 0, True)
         self.ctx.decode(self.batch)
         self.ctx.seq_rm(0, -1, -1)
 

@@ -1,5 +1,5 @@
 """Slots: serve and the app default to DEFAULT_SLOTS (they share one KV pool, so a slot costs
-almost no memory), EDGE_INFER_PARALLEL overrides that, and a slot count below one is refused
+almost no memory), EDGE_INFER_PARALLEL overrides that, and a slot count below one or above 256 is refused
 before llama.cpp sees it."""
 
 import argparse
@@ -32,9 +32,9 @@ def test_serve_and_the_app_default_to_eight_slots(register, command, monkeypatch
     assert engine_settings(parse(register, [command, "smollm2"], monkeypatch, env="3")).parallel == 3
 
 
-@pytest.mark.parametrize("slots", [0, -1])
-def test_fewer_than_one_slot_is_refused_before_loading(smollm2_path, slots):
-    with pytest.raises(EdgeInferError, match="--parallel must be 1 or more"):
+@pytest.mark.parametrize("slots", [0, -1, 257])
+def test_a_slot_count_llama_cpp_cannot_take_is_refused_before_loading(smollm2_path, slots):
+    with pytest.raises(EdgeInferError, match="--parallel must be 1 to 256"):
         Engine(smollm2_path, EngineSettings(ctx=256, parallel=slots))
 
 

@@ -234,7 +234,7 @@ class ModelHost:
     def _template(self, source: Source, settings: EngineSettings | None, pin: bool) -> Resident:
         budget_ram = self.budget.ram if self.budget.ram < unlimited().ram else None
         return resident_template(source, settings or self.settings, pin, self.config, self.keep_alive,
-                                 self._footprint, budget_ram)
+                                 self._footprint, budget_ram, on_demand=settings is None)
 
     # ---- finding -------------------------------------------------------------------------
     def get(self, model: str | None = None) -> ServedEngine:

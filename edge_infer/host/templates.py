@@ -14,6 +14,7 @@ from edge_infer.host.model_config import ModelsConfig
 from edge_infer.host.residency import Footprint
 from edge_infer.host.resident import Resident
 from edge_infer.host.sources import Source
+from edge_infer.host.workers import answering_workers
 from edge_infer.plan.cache_sizes import AUTO_MIB, prompt_cache_bytes
 from edge_infer.units import MiB
 
@@ -38,14 +39,18 @@ def template_for(model: str | None, known: dict[str, Resident], default: str | N
 
 
 def resident_template(source: Source, settings: EngineSettings, pin: bool, config: ModelsConfig, keep_alive: float,
-             footprint: Callable[[Path, EngineSettings], Footprint], budget_ram: int | None = None) -> Resident:
+             footprint: Callable[[Path, EngineSettings], Footprint], budget_ram: int | None = None,
+             on_demand: bool = False) -> Resident:
     """settings: the host's (for models loaded on demand) unless the load named its own; the
     models config's table for the model goes over them. An auto prompt cache becomes a share
     of the models budget (`budget_ram`; None: of the RAM available), so a small budget still
-    holds the model it was given for."""
+    holds the model it was given for. A model loaded on demand uses the server's RPC workers
+    that answer: a lost one blocks only the models it was named for (host/workers.py)."""
     entry = config.entry_for(source.name, *sorted(source.aliases))
     if entry is not None:
         settings = entry.apply(settings)
+    if on_demand and not (entry is not None and entry.rpc):
+        settings = answering_workers(settings, source.name)
     if settings.prompt_cache_mib == AUTO_MIB:
         settings = replace(settings, prompt_cache_mib=prompt_cache_bytes(AUTO_MIB, budget_ram) // MiB)
     keep = entry.keep_alive if entry is not None and entry.keep_alive is not None else keep_alive

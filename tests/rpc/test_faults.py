@@ -79,3 +79,26 @@ def test_a_worker_that_does_not_answer_at_load_is_one_line(smollm2_path):
     assert done.returncode == 2 and time.monotonic() - t0 < 60
     assert done.stderr.strip().splitlines()[-1] == (f"edge-infer: error: worker 127.0.0.1:{port} does not "
                                                     "answer: Connection refused")
+
+
+def test_a_lost_worker_blocks_only_the_model_it_was_named_for(workers, smollm2_path, gemma3_path, caplog):
+    """`serve smollm2 --rpc A,B`, A gone: smollm2 waits for it (503 naming it), while gemma3,
+    loaded on request with the server's settings, loads without A (it fits this machine), with
+    one warning; before, every model loaded on demand was refused with A's error."""
+    from edge_infer.errors import WorkerError
+    from edge_infer.host.sources import Source, names_of
+
+    a, b = workers(2)
+    settings = EngineSettings(ctx=512, parallel=1, n_threads=1, draft_max=0, rpc=(a.endpoint, b.endpoint))
+    sources = {"gemma3": Source(gemma3_path, "gemma3", names_of(gemma3_path))}
+    host = ModelHost(on_demand=True, settings=settings, find_source=sources.get, list_sources=lambda: list(sources.values()))
+    try:
+        a.kill()
+        with pytest.raises(WorkerError, match=f"worker {a.endpoint} does not answer"):
+            host.load(str(smollm2_path), settings, name="split")  # named for the workers: waits for them
+        with caplog.at_level("WARNING", logger="edge_infer.host"), host.acquire("gemma3") as lease:
+            assert lease.engine.settings.rpc == (b.endpoint,)
+            assert [r.message for r in caplog.records if a.endpoint in r.message] == [
+                f"worker {a.endpoint} does not answer: Connection refused: loading gemma3 without it"]
+    finally:
+        host.close()

@@ -1,7 +1,9 @@
 """Chat messages -> prompt text, with the model's own Jinja chat template from its GGUF.
 
-Rendered in a sandbox like Hugging Face transformers does. A model without a template
-(base models often ship none) gets its family's known format, else ChatML.
+Rendered in Jinja's immutable sandbox as Hugging Face transformers does: a template is
+data from a model file, and one that reaches for Python's internals (the CVE-2024-34359
+payload, `''.__class__.__mro__`...) is refused with a clear error, nothing run. A model
+without a template (base models often ship none) gets its family's known format, else ChatML.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import json
 from datetime import datetime
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
+from edge_infer.chat.literal_text import text_of
 from edge_infer.chat.tool_prompt import hermes_fallback, hf_messages, template_supports_tools, template_variables
 from edge_infer.chat.reasoning import opens_in_reasoning
 from edge_infer.errors import EdgeInferError
@@ -56,8 +59,10 @@ def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False
 
 class ChatTemplate:
     def __init__(self, source: str | None, bos_token: str = "", eos_token: str = "",
-                 architecture: str = ""):
+                 architecture: str = "", name: str = "the model's chat template"):
+        """name: what errors call it (which model's, or which file)."""
         self.source = source or FALLBACKS.get(architecture, CHATML)
+        self.name = name
         self.bos_token = bos_token
         self.eos_token = eos_token
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
@@ -96,7 +101,7 @@ class ChatTemplate:
             if role not in ROLES:
                 raise ChatTemplateError(f"message {i}: unknown role {role!r}")
             if isinstance(content, list):  # OpenAI content parts: keep the text parts
-                content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+                content = text_of(content)
             if content is None and (m.get("tool_calls") or role == "tool"):
                 content = ""
             if not isinstance(content, str):
@@ -121,6 +126,9 @@ class ChatTemplate:
                                          bos_token=self.bos_token, eos_token=self.eos_token, **extra)
         except ChatTemplateError:
             raise
+        except SecurityError as exc:  # before TemplateError: it is one
+            raise ChatTemplateError(f"{self.name} tried to leave the Jinja sandbox and was stopped, "
+                                    f"nothing was run: {exc}") from None
         except (jinja2.TemplateError, TypeError, ValueError, LookupError, AttributeError, ArithmeticError,
                 RecursionError) as exc:  # e.g. a chat_template_kwargs value of a type it did not expect
             raise ChatTemplateError(f"the model's chat template failed: {exc}") from exc

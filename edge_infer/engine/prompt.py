@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edge_infer.chat.literal_text import Masked
 from edge_infer.chat.reasoning import THINK_CLOSE
 from edge_infer.chat.template import ChatTemplate
+from edge_infer.engine.literal_tokens import control_texts, tokenize_parts
 from edge_infer.engine.llama import LlamaModel
 from edge_infer.engine.sequence import Request
 from edge_infer.engine.think_budget import ThinkBudget
@@ -42,14 +44,24 @@ class Prompter:
             template or model.meta("tokenizer.chat_template"),
             bos_token=model.token_to_bytes(model.bos, special=True).decode("utf-8", "replace"),
             eos_token=model.token_to_bytes(model.eos, special=True).decode("utf-8", "replace"),
-            architecture=architecture)
+            architecture=architecture,
+            name=f"the chat template {'given for' if template else 'of'} {model.path.name}")
 
     def tokenize_messages(self, messages: list[dict], tools: list[dict] | None = None,
                           variables: dict | None = None) -> list[int]:
+        """Only the template's own text may become control tokens: what the client sent is
+        text even where it spells one (chat/literal_text.py). Inputs that spell none are
+        rendered and tokenized whole, as always."""
+        masked = Masked(control_texts(self.model), messages, tools, variables)
+        if masked.found:
+            messages, tools, variables = masked.messages, masked.tools, masked.variables
         text = self.template.render(messages, add_generation_prompt=True, tools=tools, variables=variables)
         # A template that writes the BOS text itself must not get a second BOS.
         starts_with_bos = bool(self.template.bos_token) and text.startswith(self.template.bos_token)
-        return self.model.tokenize(text, add_special=self.model.add_bos and not starts_with_bos)
+        add_special = self.model.add_bos and not starts_with_bos
+        if masked.found:
+            return tokenize_parts(self.model, masked.parts(text), add_special)
+        return self.model.tokenize(text, add_special=add_special)
 
     def tokenize(self, text: str) -> list[int]:
         return self.model.tokenize(text, add_special=True)

@@ -194,6 +194,20 @@ def make_tiny_catalog():
     return write_tiny_catalog
 
 
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", default=False,
+                     help="also run tests marked slow (e.g. thousands of random GGUF mutations)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 def pytest_collection_finish(session):
     # The desktop binary builds in the background while the other tests run.
     from tests.packaging.conftest import start_build_if_needed

@@ -95,21 +95,68 @@ def _check_tokens(model: LlamaModel, refs: tuple[TokenRef, ...]) -> None:
 
 
 def _logit_bias(model: LlamaModel, pairs: tuple[tuple[int, float], ...]):
-    """The C array for llama_sampler_init_logit_bias, after checking every id and bias."""
+    """The C array for llama_sampler_init_logit_bias (ids and biases checked by check_params)."""
     if not pairs:
         return None
-    for token, bias in pairs:
-        if not 0 <= token < model.n_vocab:
-            raise ValueError(f"logit_bias: token id {token} is outside the vocabulary (0..{model.n_vocab - 1})")
-        if not math.isfinite(bias):
-            raise ValueError(f"logit_bias: the bias for token {token} is not a finite number")
     arr = (llama_cpp.llama_logit_bias * len(pairs))()
     for i, (token, bias) in enumerate(pairs):
         arr[i].token, arr[i].bias = token, bias
     return arr
 
 
+# ---- numbers before C: every value of SamplingParams that reaches a llama.cpp call ---------
+FLOAT32_MAX = 3.4028234663852886e38
+INT32_MAX = 2**31 - 1
+# Logits are multiplied or divided by repeat_penalty: inside this range they stay finite
+# (a logit of 0 times an infinite penalty is NaN; one divided by 1e-40 is infinite).
+REPEAT_PENALTY_RANGE = (1e-6, 1e6)
+MAX_REPEAT_LAST_N = 1 << 20   # llama.cpp keeps a ring buffer of this many tokens per sequence
+MAX_LOGIT_BIAS = 1e6          # added to float32 logits: beyond it they are no longer comparable
+RANDOM_SEED = 0xFFFFFFFF      # LLAMA_DEFAULT_SEED: llama_sampler_init_dist draws a random seed for it
+_FLOATS = ("temperature", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty")
+
+
+def check_params(model: LlamaModel, p: SamplingParams) -> None:
+    """Refuse (ValueError starting with the field's name; the server answers 400) any number
+    that would reach llama.cpp's samplers unfit: NaN or infinite floats or ones beyond float32,
+    an int past int32, a penalty that makes logits NaN, a token id outside the vocabulary.
+    Called by build_sampler, so every face (OpenAI, Anthropic, Responses, Ollama, infill, the
+    app, the CLI) gets the same checks whatever its own schema let through."""
+    for name in _FLOATS:
+        v = getattr(p, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > FLOAT32_MAX:
+            raise ValueError(f"{name}: {v!r} is not a finite number (llama.cpp takes a 32-bit float)")
+    lo, hi = REPEAT_PENALTY_RANGE
+    if not lo <= p.repeat_penalty <= hi:
+        raise ValueError(f"repeat_penalty: {p.repeat_penalty} is outside {lo:g}..{hi:g} (1 = off)")
+    for name, low, high in (("top_k", -INT32_MAX - 1, INT32_MAX), ("repeat_last_n", 0, MAX_REPEAT_LAST_N)):
+        v = getattr(p, name)
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+            raise ValueError(f"{name}: {v!r} is outside {low}..{high}")
+    if p.seed is not None and (isinstance(p.seed, bool) or not isinstance(p.seed, int)):
+        raise ValueError(f"seed: {p.seed!r} is not an integer")
+    for token, bias in p.logit_bias:
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < model.n_vocab:
+            raise ValueError(f"logit_bias: token id {token} is outside the vocabulary (0..{model.n_vocab - 1})")
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not math.isfinite(bias) \
+                or abs(bias) > MAX_LOGIT_BIAS:
+            raise ValueError(f"logit_bias: the bias for token {token} is not a finite number "
+                             f"within ±{MAX_LOGIT_BIAS:g}")
+
+
+def dist_seed(seed: int | None) -> int:
+    """The uint32 llama_sampler_init_dist takes. None or -1: a fresh random seed (-1 means that
+    in llama-server and Ollama). Any other integer is reduced modulo 2**32 (what the OpenAI
+    API's int64 seed becomes in llama.cpp's uint32), and 2**32-1, which llama.cpp reads as
+    "draw a random seed", is taken as 2**32-2: a seeded request always repeats."""
+    if seed is None or seed == -1:
+        return int.from_bytes(os.urandom(4), "little") % RANDOM_SEED  # never the sentinel itself
+    reduced = seed % 2**32
+    return reduced - 1 if reduced == RANDOM_SEED else reduced
+
+
 def build_sampler(model: LlamaModel, p: SamplingParams) -> SamplerChain:
+    check_params(model, p)
     for g in (p.grammar, p.call_grammar):  # the call grammar too: it is switched to mid-reply
         if g:
             try:  # llama.cpp hangs or aborts on some grammars instead of refusing them
@@ -140,8 +187,7 @@ def build_sampler(model: LlamaModel, p: SamplingParams) -> SamplerChain:
     if p.min_p > 0:
         chain.add(llama_cpp.llama_sampler_init_min_p(p.min_p, 1))
     chain.add(llama_cpp.llama_sampler_init_temp(p.temperature))
-    seed = p.seed if p.seed is not None else int.from_bytes(os.urandom(4), "little")
-    chain.add(llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+    chain.add(llama_cpp.llama_sampler_init_dist(dist_seed(p.seed)))
     return chain
 
 

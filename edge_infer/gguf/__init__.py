@@ -3,5 +3,6 @@ reads), what a model is (ModelInfo) and the quantization levels. A leaf room: it
 nothing of edge-infer but errors and units, and store, plan and engine all read it."""
 
 from edge_infer.gguf.info import ModelInfo, read_model_info
+from edge_infer.gguf.limits import GGUFLimitError
 
-__all__ = ["ModelInfo", "read_model_info"]
+__all__ = ["GGUFLimitError", "ModelInfo", "read_model_info"]

@@ -6,6 +6,10 @@ small machine, and a truncated file fails inside it with an opaque reshape
 error. This reader walks the same format (spec: ggml/docs/gguf.md) with
 `struct` over an mmap, skips large arrays by length, and never touches tensor
 data. Type tables (value types, quant block sizes) still come from `gguf`.
+
+It is also the gate in front of llama.cpp's parser: every count, length, dimension, type
+and offset is checked against gguf.limits as it is read (cursor.Cursor), so a hostile file
+is refused with one line (GGUFLimitError) before llama.cpp, `inspect` or the planner use it.
 """
 
 from __future__ import annotations
@@ -17,35 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gguf.constants import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFValueType
+from gguf.constants import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFValueType
 
 from edge_infer.errors import ModelFileError
+from edge_infer.gguf.cursor import Cursor, ShortRead, SkippedArray, value_type
+from edge_infer.gguf.limits import (GGUFLimitError, check_alignment, check_counts, check_key, check_layout,
+                                    check_n_dims, check_tensor_name, shown, tensor_sizes)
+
+__all__ = ["GGUFHeader", "GGUFLimitError", "NeedMoreBytes", "SkippedArray", "TensorInfo",
+           "parse_header_prefix", "read_header"]
 
 MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
-# Arrays longer than these are recorded by length only (tokenizer vocab, merges, scores).
-MAX_DECODED_ARRAY = 4096
-MAX_DECODED_STRINGS = 64
-
-_SCALAR_FORMATS = {
-    GGUFValueType.UINT8: "B", GGUFValueType.INT8: "b",
-    GGUFValueType.UINT16: "H", GGUFValueType.INT16: "h",
-    GGUFValueType.UINT32: "I", GGUFValueType.INT32: "i",
-    GGUFValueType.UINT64: "Q", GGUFValueType.INT64: "q",
-    GGUFValueType.FLOAT32: "f", GGUFValueType.FLOAT64: "d",
-    GGUFValueType.BOOL: "?",
-}
-
-
-@dataclass(frozen=True)
-class SkippedArray:
-    """A metadata array too long to be worth decoding; only its shape is kept."""
-
-    item_type: str
-    count: int
-
-    def __len__(self) -> int:
-        return self.count
 
 
 @dataclass(frozen=True)
@@ -72,86 +59,22 @@ class GGUFHeader:
         return self.data_offset + max((t.offset + t.n_bytes for t in self.tensors), default=0)
 
 
-class _ShortRead(Exception):
-    """The header claims more bytes than the file has."""
-
-
-class _Cursor:
-    def __init__(self, buf: mmap.mmap, size: int):
-        self.buf, self.size, self.pos = buf, size, 0
-
-    def _need(self, n: int) -> None:
-        if n < 0 or self.pos + n > self.size:
-            raise _ShortRead()
-
-    def unpack(self, fmt: str) -> Any:
-        n = struct.calcsize("<" + fmt)
-        self._need(n)
-        values = struct.unpack_from("<" + fmt, self.buf, self.pos)
-        self.pos += n
-        return values if len(values) > 1 else values[0]
-
-    def string(self) -> str:
-        n = self.unpack("Q")
-        self._need(n)
-        raw = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return raw.decode("utf-8", errors="replace")
-
-    def skip_string(self) -> None:
-        n = self.unpack("Q")
-        self._need(n)
-        self.pos += n
-
-    def value(self, vtype: int) -> Any:
-        vtype = GGUFValueType(vtype)
-        if vtype == GGUFValueType.STRING:
-            return self.string()
-        if vtype == GGUFValueType.ARRAY:
-            return self.array()
-        return self.unpack(_SCALAR_FORMATS[vtype])
-
-    def array(self) -> Any:
-        itype, count = GGUFValueType(self.unpack("I")), self.unpack("Q")
-        if itype in _SCALAR_FORMATS:
-            fmt = _SCALAR_FORMATS[itype]
-            if count > MAX_DECODED_ARRAY:
-                self._advance(count, fmt)
-                return SkippedArray(itype.name, count)
-            return tuple(struct.unpack_from(f"<{count}{fmt}", self.buf, self._advance(count, fmt)))
-        if itype == GGUFValueType.STRING and count > MAX_DECODED_STRINGS:
-            for _ in range(count):
-                self.skip_string()
-            return SkippedArray(itype.name, count)
-        return tuple(self.value(itype) for _ in range(count))
-
-    def _advance(self, count: int, fmt: str) -> int:
-        n = count * struct.calcsize(fmt)
-        self._need(n)
-        start, self.pos = self.pos, self.pos + n
-        return start
-
-
-def _tensor_info(cur: _Cursor) -> TensorInfo:
-    name = cur.string()
+def _tensor_info(cur: Cursor, index: int, seen: set[str]) -> TensorInfo:
+    name = cur.string(f"tensor {index} name")
+    check_tensor_name(name, index, seen)
+    seen.add(name)
     n_dims = cur.unpack("I")
-    if n_dims > 8:
-        raise ValueError(f"tensor {name!r} claims {n_dims} dimensions")
+    check_n_dims(name, n_dims)
     shape = tuple(cur.unpack("Q") for _ in range(n_dims))
-    raw_type = cur.unpack("I")
-    try:
-        ttype = GGMLQuantizationType(raw_type)
-    except ValueError:
-        raise ValueError(f"tensor {name!r} has unknown type id {raw_type} (file from a newer llama.cpp?)") from None
+    ttype, n_elements, n_bytes = tensor_sizes(name, shape, cur.unpack("I"))
     offset = cur.unpack("Q")
-    n_elements = 1
-    for d in shape:
-        n_elements *= d
-    block, type_size = GGML_QUANT_SIZES[ttype]
-    return TensorInfo(name, shape, ttype, offset, n_elements, n_elements * type_size // block)
+    return TensorInfo(name, shape, ttype, offset, n_elements, n_bytes)
 
 
-def _parse(cur: _Cursor, file_size: int) -> GGUFHeader:
+def _parse(cur: Cursor, file_size: int) -> GGUFHeader:
+    """Walk the header, refusing (GGUFLimitError) whatever breaks a limit; ShortRead when
+    the bytes end first. Offsets are checked against each other here, against the file's
+    size by the caller that has the whole file."""
     cur.pos = 4
     version = cur.unpack("I")
     if version & 0xFFFF == 0 and version:  # 3 read little-endian from a big-endian file
@@ -159,17 +82,22 @@ def _parse(cur: _Cursor, file_size: int) -> GGUFHeader:
     if version not in SUPPORTED_VERSIONS:
         raise ValueError(f"GGUF version {version} is not supported (expected 2 or 3)")
     n_tensors, n_kv = cur.unpack("QQ")
-    if n_tensors > file_size or n_kv > file_size:  # each entry takes at least one byte
-        raise ValueError(f"header claims {n_tensors} tensors and {n_kv} keys")
+    check_counts(n_tensors, n_kv, file_size)
     fields: dict[str, Any] = {}
-    for _ in range(n_kv):
-        key = cur.string()
-        fields[key] = cur.value(cur.unpack("I"))
-    tensors = tuple(_tensor_info(cur) for _ in range(n_tensors))
-    alignment = fields.get("general.alignment", GGUF_DEFAULT_ALIGNMENT)
-    if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
-        raise ValueError(f"invalid general.alignment {alignment!r}")
-    data_offset = -(-cur.pos // alignment) * alignment
+    alignment = GGUF_DEFAULT_ALIGNMENT
+    for i in range(n_kv):
+        key = cur.string(f"key {i}")
+        check_key(key, i, fields)
+        field = f"key {shown(key)}"
+        vtype = value_type(cur.unpack("I"), field)
+        fields[key] = cur.value(vtype, field)
+        if key == "general.alignment":
+            alignment = check_alignment(fields[key], vtype == GGUFValueType.UINT32)
+    seen: set[str] = set()
+    tensors = tuple(_tensor_info(cur, i, seen) for i in range(n_tensors))
+    check_layout(tensors, alignment)
+    # llama.cpp pads to the data section only when there is one (vocab-only files end unpadded).
+    data_offset = -(-cur.pos // alignment) * alignment if tensors else cur.pos
     return GGUFHeader(version, fields, tensors, data_offset, file_size)
 
 
@@ -191,8 +119,10 @@ def read_header(path: str | os.PathLike) -> GGUFHeader:
             raise ModelFileError(f"{path} is truncated: {file_size} bytes is too short for a GGUF header")
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             try:
-                header = _parse(_Cursor(buf, file_size), file_size)
-            except _ShortRead:
+                header = _parse(Cursor(buf, file_size), file_size)
+            except GGUFLimitError as exc:
+                raise exc.at(str(path)) from None
+            except ShortRead:
                 raise ModelFileError(
                     f"{path} is truncated: its GGUF header runs past the end of the file "
                     f"(file has {file_size} bytes)"
@@ -214,7 +144,9 @@ class NeedMoreBytes(Exception):
 def parse_header_prefix(buf: bytes, file_size: int, source: str = "remote file") -> GGUFHeader:
     """Parse the header from the first len(buf) bytes of a file of `file_size` bytes (an
     HTTP range read). Raises NeedMoreBytes when the header goes on past `buf`, and
-    ModelFileError when the bytes are not a GGUF header at all."""
+    ModelFileError when the bytes are not a GGUF header at all (GGUFLimitError when it breaks
+    a limit). Tensor offsets are not checked against file_size here: the weights are not
+    read, and the download's own check (read_header on the whole file) comes later."""
     if len(buf) < 24:
         if len(buf) >= file_size:
             raise ModelFileError(f"{source} is too short ({file_size} bytes) to be a GGUF file")
@@ -222,8 +154,10 @@ def parse_header_prefix(buf: bytes, file_size: int, source: str = "remote file")
     if bytes(buf[:4]) != MAGIC:
         raise ModelFileError(f"{source} is not a GGUF file (starts with {bytes(buf[:8])!r})")
     try:
-        return _parse(_Cursor(buf, len(buf)), file_size)
-    except _ShortRead:
+        return _parse(Cursor(buf, len(buf)), file_size)
+    except GGUFLimitError as exc:
+        raise exc.at(source) from None
+    except ShortRead:
         if len(buf) >= file_size:
             raise ModelFileError(f"{source} is truncated: its GGUF header runs past the end of the file") from None
         raise NeedMoreBytes() from None

@@ -17,6 +17,7 @@ from gguf.constants import LlamaFileType
 
 from edge_infer.errors import ModelFileError
 from edge_infer.gguf.header import GGUFHeader, SkippedArray, read_header
+from edge_infer.gguf.limits import LLAMA_MAX_LAYERS, GGUFLimitError, meta_uint
 
 # Layers per sliding-window period when the file has no
 # `<arch>.attention.sliding_window_pattern`: llama.cpp's defaults per architecture
@@ -87,11 +88,14 @@ def _quant_name(header: GGUFHeader) -> str:
     return counts.most_common(1)[0][0] if counts else "unknown"
 
 
-def _per_layer(value: Any, n_layer: int, default: int) -> tuple[int, ...]:
+def _per_layer(fields: dict[str, Any], key: str, n_layer: int, default: int) -> tuple[int, ...]:
+    """One number per layer: the file's array (as long as the layers), one number for every
+    layer, or the default. Each must be an integer in u32's range, as llama.cpp reads it."""
+    value = fields.get(key)
     if isinstance(value, tuple) and len(value) == n_layer:
-        return tuple(int(v) for v in value)
-    if isinstance(value, int):
-        return (value,) * n_layer
+        return tuple(meta_uint({key: v}, key) for v in value)
+    if value is not None and not isinstance(value, (tuple, SkippedArray)):
+        return (meta_uint(fields, key),) * n_layer
     return (default,) * n_layer
 
 
@@ -113,19 +117,28 @@ def _swa_layers(arch: str, fields: dict[str, Any], n_layer: int, n_swa: int) -> 
 
 
 def info_from_header(path: str | os.PathLike, header: GGUFHeader) -> ModelInfo:
+    """The ModelInfo a header describes; a number the planner would use that is not a sane
+    integer (a layer count past llama.cpp's 512, a text for a length) is a GGUFLimitError."""
+    try:
+        return _describe(path, header)
+    except GGUFLimitError as exc:
+        raise exc.at(str(path)) from None
+
+
+def _describe(path: str | os.PathLike, header: GGUFHeader) -> ModelInfo:
     f = header.fields
     arch = str(f.get("general.architecture", "unknown"))
 
-    def key(name: str, default: Any = 0) -> Any:
-        return f.get(f"{arch}.{name}", default)
+    def key(name: str, default: int = 0) -> int:  # a number the planner uses, checked
+        return meta_uint(f, f"{arch}.{name}", default)
 
-    n_layer = int(key("block_count"))
-    n_embd = int(key("embedding_length"))
-    head_counts = _per_layer(key("attention.head_count"), n_layer, 0)
+    n_layer = meta_uint(f, f"{arch}.block_count", 0, LLAMA_MAX_LAYERS)  # lists below are this long
+    n_embd = key("embedding_length")
+    head_counts = _per_layer(f, f"{arch}.attention.head_count", n_layer, 0)
     n_head = max(head_counts, default=0)
-    kv_counts = _per_layer(key("attention.head_count_kv", None), n_layer, n_head)
+    kv_counts = _per_layer(f, f"{arch}.attention.head_count_kv", n_layer, n_head)
     head_dim = n_embd // n_head if n_head else 0
-    n_swa = int(key("attention.sliding_window", 0) or 0)
+    n_swa = key("attention.sliding_window")
 
     layer_bytes = [0] * n_layer
     input_bytes = output_bytes = 0
@@ -139,7 +152,7 @@ def info_from_header(path: str | os.PathLike, header: GGUFHeader) -> ModelInfo:
             output_bytes += t.n_bytes
 
     tokens = f.get("tokenizer.ggml.tokens")
-    vocab = key("vocab_size", None) or (len(tokens) if tokens is not None else 0)
+    vocab = key("vocab_size") or (len(tokens) if isinstance(tokens, (tuple, SkippedArray)) else 0)
     template = f.get("tokenizer.chat_template")
     metadata = {k: v for k, v in f.items() if not isinstance(v, SkippedArray)}
     metadata["_tensor_names"] = frozenset(t.name for t in header.tensors)
@@ -151,18 +164,18 @@ def info_from_header(path: str | os.PathLike, header: GGUFHeader) -> ModelInfo:
         name=str(f.get("general.name") or Path(path).stem),
         parameter_count=sum(t.n_elements for t in header.tensors),
         quantization=_quant_name(header),
-        context_length=int(key("context_length")),
+        context_length=key("context_length"),
         block_count=n_layer,
         head_count=n_head,
         head_count_kv=max(kv_counts, default=0),
         embedding_length=n_embd,
-        feed_forward_length=max(_per_layer(key("feed_forward_length"), n_layer, 0), default=0),
-        key_length=int(key("attention.key_length", head_dim)),
-        value_length=int(key("attention.value_length", head_dim)),
+        feed_forward_length=max(_per_layer(f, f"{arch}.feed_forward_length", n_layer, 0), default=0),
+        key_length=key("attention.key_length", head_dim),
+        value_length=key("attention.value_length", head_dim),
         sliding_window=n_swa,
         swa_layers=_swa_layers(arch, f, n_layer, n_swa),
         layer_head_count_kv=kv_counts,
-        vocab_size=int(vocab),
+        vocab_size=vocab,
         chat_template=template if isinstance(template, str) else None,
         bos_token_id=f.get("tokenizer.ggml.bos_token_id"),
         eos_token_id=f.get("tokenizer.ggml.eos_token_id"),
@@ -194,7 +207,7 @@ def read_model_info(path: str | os.PathLike) -> ModelInfo:
     if isinstance(count, int) and count > 1:
         shards = split_paths(path)
         if len(shards) != count:
-            raise ModelFileError(f"{path} is shard {header.fields.get('split.no', 0) + 1} of a {count}-part "
+            raise ModelFileError(f"{path} is shard {meta_uint(header.fields, 'split.no') + 1} of a {count}-part "
                                  f"model; pass the first shard (…-00001-of-{count:05d}.gguf)")
         rest = [read_header(p) for p in shards[1:]]  # raises "no such model file" for a missing shard
         header = merge_split_headers([header, *rest])

@@ -101,6 +101,7 @@ async def infill(srv, request: Request) -> Response:
     lease = await srv.lease(request, body.model, body.keep_alive)
     try:
         extra = tuple((f.filename, f.text) for f in body.input_extra)
+        validate(CompletionRequest, completion_fields(body, [0]))  # its numbers first, whatever the model
         try:
             tokens = lease.engine.prompts.infill_tokens(body.input_prefix, body.input_suffix, body.prompt, extra)
         except Exception as exc:

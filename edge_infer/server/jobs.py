@@ -94,7 +94,7 @@ def sampling_for(body, grammar: str | None, index: int, **call) -> SamplingParam
         repeat_penalty=body.repeat_penalty, presence_penalty=body.presence_penalty,
         frequency_penalty=body.frequency_penalty,
         # Choices of one call must differ, yet a seeded call must repeat exactly.
-        seed=None if body.seed is None else body.seed + index,
+        seed=None if body.seed is None or body.seed == -1 else body.seed + index,
         max_tokens=body.limit, stop=body.stops, ignore_eos=body.ignore_eos, grammar=grammar,
         logit_bias=body.bias_pairs, **call)
 
@@ -110,10 +110,15 @@ def chat_message(m) -> dict:
     return out
 
 
+SAMPLING_FIELDS = ("logit_bias", "temperature", "top_p", "min_p", "top_k", "repeat_penalty", "repeat_last_n",
+                   "presence_penalty", "frequency_penalty", "seed")
+
+
 def _param_of(message: str, grammar_param: str | None, prompt_param: str) -> str:
     """Which request field an engine refusal is about (the engine speaks of its own params)."""
-    if message.startswith("logit_bias"):
-        return "logit_bias"
+    field = message.split(":", 1)[0]
+    if field in SAMPLING_FIELDS:  # engine.sampling.check_params names the field first
+        return field
     if grammar_param and "grammar" in message:
         return grammar_param
     return prompt_param

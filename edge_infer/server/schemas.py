@@ -70,7 +70,9 @@ class _Sampling(Body):
     stop: Stop = None
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, ge=0.0, le=1.0)
-    seed: int | None = Field(None, ge=-(2**63), lt=2**64)  # llama.cpp keeps 32 bits of it
+    # Any int64 or uint64; -1: a random seed (llama-server's); the engine reduces the rest
+    # modulo 2**32, llama.cpp's uint32 (engine.sampling.dist_seed).
+    seed: int | None = Field(None, ge=-(2**63), lt=2**64)
     presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     stream: bool = False
@@ -78,7 +80,7 @@ class _Sampling(Body):
     # llama.cpp extensions (its own server accepts the same names)
     top_k: int = Field(40, ge=0, le=2**31 - 1)  # an int32 in llama.cpp; >= the vocab means off
     min_p: float = Field(0.05, ge=0.0, le=1.0)
-    repeat_penalty: float = Field(1.0, gt=0.0)
+    repeat_penalty: float = Field(1.0, ge=1e-6, le=1e6)  # logits stay finite (engine.sampling.check_params)
     ignore_eos: bool = False
     grammar: str | None = None
     # n-gram speculation: true (the server's draft length, else 8), false, or the most tokens

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from edge_infer.plan import FITS, TIGHT, Fit, Machine, fit_verdict
-from edge_infer.errors import EdgeInferError
+from edge_infer.errors import EdgeInferError, ModelFileError
 from edge_infer.gguf import quant_types
 from edge_infer.store.catalog import CatalogModel
 from edge_infer.store.download import DiskFullError, DownloadError, Downloader, check_disk_space
 from edge_infer.units import human_bytes
+from edge_infer.gguf.header import GGUFLimitError, read_header
 from edge_infer.gguf.info import ModelInfo, read_model_info
 from edge_infer.store.hub import (HubClient, HubError, HubUnreachableError, QuantGroup, RepoListing,
                                   parse_spec, scaled_info)
@@ -200,6 +201,12 @@ class Puller:
             received += remote.size - have
         for line in downloader.log:
             log.info(line)
+        for remote, part in zip(remotes, parts):  # a hostile header is refused before it is a model
+            try:
+                read_header(part)
+            except ModelFileError as exc:  # hostile, or its tensors run past its end
+                downloader.finish(remote)  # verified against the hub: fetching it again gives the same
+                raise exc.at(f"{listing.repo}/{remote.name}") if isinstance(exc, GGUFLimitError) else exc from None
 
         folder = (self.store.folder_for(catalog_model, group.quant) if catalog_model is not None
                   else self.store.folder_for_repo(listing.repo, group.quant))

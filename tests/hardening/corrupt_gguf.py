@@ -133,6 +133,7 @@ def corruptions(lay: Layout) -> dict[str, bytes | None]:
         "tensor-offset-past-end": _patch(d, t0.offset_at, "<Q", 1 << 40),
         "tensor-dims-absurd": _patch(d, t0.dims_at, "<Q", 2**62),
         "tensor-n-dims-99": _patch(d, t0.n_dims_at, "<I", 99),
+        "array-of-arrays": _patch(d, next(kv for kv in lay.kvs if kv.type == T_ARRAY).value_at, "<I", T_ARRAY),
         "half-file": d[:len(d) // 2],
         "zero-filled": bytes(1 << 20),
         "random-bytes": rng.randbytes(1 << 20),

@@ -119,6 +119,7 @@ def backend_lines(b) -> str:
         f"  CPU: {b.cpu_model or 'unknown'}; {' '.join(b.cpu_flags) or 'no SIMD flags read'}",
         f"  extra buffer types: {', '.join(b.extra_bufts_offered) or 'none'}, {b.extra_bufts_reason}",
         f"  devices: {', '.join(b.devices) or 'none'}",
+        *(f"  {name} not loaded: {why}" for name, why in b.gpu_plugins_skipped.items()),
     ])
 
 

@@ -6,17 +6,22 @@ then says "no backends are loaded"). We load the CPU variant that engine/cpu.py 
 plus any GPU backend library of the build, through ctypes on the same libggml that
 libllama uses. Then we read the CPU device's extra buffer types, the input to the
 AMX decision. Process-wide and once: backends cannot be unloaded under a live model.
+GPU plug-ins load only when a caller needs devices (load_gpu_plugins), and only where a
+device file says a GPU could be found (engine/gpu_probe.py): a Vulkan plug-in loads a
+driver stack (Mesa, LLVM) that costs seconds in every process.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from edge_infer.engine import cpu
+from edge_infer.engine import cpu, gpu_probe
 from edge_infer.errors import EdgeInferError
 
 log = logging.getLogger("edge_infer.backend")
@@ -48,6 +53,8 @@ class BackendInfo:
     devices: list[str] = field(default_factory=list)   # ggml devices, e.g. ["CPU", "CUDA0"]
     lib_dir: str = ""
     gpu_plugins: list[str] = field(default_factory=list)  # GPU backend libraries beside the CPU variants
+    gpu_plugins_skipped: dict[str, str] = field(default_factory=dict)  # library -> why it was not loaded
+    gpus_probed: bool = False       # load_gpu_plugins has run (a CPU-only process never runs it)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -152,8 +159,9 @@ def _extra_bufts(ggml: ctypes.CDLL) -> tuple[list[str], list[str]]:
 
 
 def load_backends(variant_request: str, extra_setting: str, features: cpu.CpuFeatures | None = None) -> BackendInfo:
-    """Load the chosen CPU variant (and GPU backends) of a portable build; decide extra
-    buffer types. Raises EdgeInferError (one line) for a bad setting or a missing variant."""
+    """Load the chosen CPU variant (and the RPC backend) of a portable build; decide extra
+    buffer types. Raises EdgeInferError (one line) for a bad setting or a missing variant.
+    GPU plug-ins are load_gpu_plugins' job."""
     features = features or cpu.read_cpu_features()
     directory = lib_dir()
     variants = cpu.variants_in(directory)
@@ -168,12 +176,6 @@ def load_backends(variant_request: str, extra_setting: str, features: cpu.CpuFea
             tried = ", ".join(candidates)
             raise EdgeInferError(f"llama.cpp refused every CPU backend tried ({tried}): "
                                  "this CPU lacks what they need")
-        for path in gpu_plugins(directory):
-            # A plug-in whose driver or runtime is missing is refused (NULL): the CPU still runs.
-            if ggml.ggml_backend_load(str(path).encode()):
-                log.info("loaded ggml backend %s", path.name)
-            else:
-                log.warning("llama.cpp could not load %s (is its driver or runtime installed?)", path.name)
         if (rpc := rpc_plugin(directory)) is not None and not ggml.ggml_backend_load(str(rpc).encode()):
             log.warning("llama.cpp could not load %s", rpc.name)
     devices, offered = _extra_bufts(ggml)
@@ -183,3 +185,25 @@ def load_backends(variant_request: str, extra_setting: str, features: cpu.CpuFea
                        variants_available=sorted(variants, key=cpu.variant_rank), extra_bufts_offered=offered,
                        use_extra_bufts=use, extra_bufts_reason=reason, devices=devices,
                        lib_dir=str(directory), gpu_plugins=[p.name for p in gpu_plugins(directory)])
+
+
+def load_gpu_plugins(info: BackendInfo, env: Mapping[str, str] | None = None,
+                     device_files: frozenset[str] | None = None) -> None:
+    """Load the GPU plug-ins beside the CPU variants that this machine could use (gpu_probe);
+    record the others in info.gpu_plugins_skipped, and the devices now registered."""
+    env = os.environ if env is None else env
+    files = gpu_probe.gpu_device_files() if device_files is None else device_files
+    ggml = ggml_library()
+    portable = bool(info.variants_available)  # a build with its CPU backend built in has no plug-ins
+    for path in gpu_plugins(Path(info.lib_dir)) if portable else ():
+        wanted, why = gpu_probe.plugin_wanted(gpu_probe.plugin_backend(path), sys.platform, env, files)
+        if not wanted:
+            info.gpu_plugins_skipped[path.name] = why
+            log.info("not loading %s: %s", path.name, why)
+        # A plug-in whose driver or runtime is missing is refused (NULL): the CPU still runs.
+        elif ggml.ggml_backend_load(str(path).encode()):
+            log.info("loaded ggml backend %s (%s)", path.name, why)
+        else:
+            log.warning("llama.cpp could not load %s (is its driver or runtime installed?)", path.name)
+    info.devices = _extra_bufts(ggml)[0]
+    info.gpus_probed = True

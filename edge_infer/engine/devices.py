@@ -19,12 +19,13 @@ from edge_infer.plan.machine import ACCEL, CPU, GPU, IGPU, REMOTE, Device, Machi
 _KINDS = {0: CPU, 1: GPU, 2: IGPU, 3: ACCEL}
 
 
-def list_devices() -> tuple[Device, ...]:
-    """Every device llama.cpp has registered, in its order, with free and total memory now."""
+def list_devices(gpus: bool = True) -> tuple[Device, ...]:
+    """Every device llama.cpp has registered, in its order, with free and total memory now.
+    gpus=False: those registered so far, without loading GPU plug-ins for this call."""
     from edge_infer.engine import backend
     from edge_infer.engine.llama import init_backend
 
-    init_backend()
+    init_backend(gpus=gpus)
     ggml = backend.ggml_library()
     found = []
     for i in range(ggml.ggml_backend_dev_count()):
@@ -77,11 +78,12 @@ def _max_tensor(ggml, dev, name: str, kind: str, total: int) -> int:
     return limit
 
 
-def this_machine(workers: tuple[str, ...] = ()) -> Machine:
+def this_machine(workers: tuple[str, ...] = (), gpus: bool = True) -> Machine:
     """RAM and llama.cpp's devices now: the machine every plan of this process is made for;
     with `workers` (host:port), their devices too. A process that has not registered them
-    (the server's: their model runs in a child, engine/child.py) asks them itself (rpc.probe)."""
-    machine = machines.detect_machine(list_devices)
+    (the server's: their model runs in a child, engine/child.py) asks them itself (rpc.probe).
+    gpus=False (a CPU-only plan): GPU plug-ins not loaded yet stay unloaded."""
+    machine = machines.detect_machine(lambda: list_devices(gpus))
     if not workers or any(d.kind == REMOTE for d in machine.gpus):
         return machine
     from edge_infer.engine.rpc import worker_devices
@@ -94,6 +96,8 @@ def missing_plugin_hint() -> str:
     from edge_infer.engine.llama import init_backend
 
     info = init_backend()
+    if info.gpu_plugins_skipped:  # engine/gpu_probe.py: no device file for it on this machine
+        return "; ".join(f"{name} not loaded: {why}" for name, why in info.gpu_plugins_skipped.items())
     if info.gpu_plugins:
         return (f"llama.cpp loaded no GPU from {', '.join(info.gpu_plugins)}: check the GPU driver "
                 "(a software Vulkan device also needs GGML_VK_VISIBLE_DEVICES=0)")

@@ -23,7 +23,7 @@ log = logging.getLogger("edge_infer.llama")
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 
 _backend_lock = threading.Lock()
-_backend_ready = False
+_backend_info = None  # the BackendInfo, once init_backend has loaded the CPU backend
 # llama.cpp logs through one process-wide callback: capture_log() collects the lines of a
 # load (buffer sizes are read back from them); everything goes to logging at DEBUG.
 _captures: list[list[str]] = []
@@ -50,25 +50,25 @@ def _log_callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         log.debug(line.rstrip())
 
 
-_backend_info = None
-
-
-def init_backend():
+def init_backend(gpus: bool = True):
     """Once per process, before any model: load ggml's backends (the CPU variant chosen for
-    this CPU, see engine/cpu.py) and decide extra buffer types. Returns the BackendInfo.
+    this CPU, see engine/cpu.py; with `gpus`, the GPU plug-ins this machine can use, once: a
+    CPU-only caller passes False) and decide extra buffer types. Returns the BackendInfo.
     Raises EdgeInferError for a bad EDGE_INFER_CPU_VARIANT / EDGE_INFER_EXTRA_BUFTS."""
-    global _backend_ready, _backend_info
+    global _backend_info
     with _backend_lock:
-        if not _backend_ready:
-            from edge_infer.engine import backend, cpu
+        from edge_infer.engine import backend, cpu
 
+        if _backend_info is None:
             llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
             info = backend.load_backends(*cpu.settings_from_env())
             llama_cpp.llama_backend_init()
             if not info.use_extra_bufts:
                 _default_params_without_extra_bufts()
             log.info("llama.cpp backend: %s (%s)", info.summary(), info.extra_bufts_reason)
-            _backend_info, _backend_ready = info, True
+            _backend_info = info
+        if gpus and not _backend_info.gpus_probed:
+            backend.load_gpu_plugins(_backend_info)
         return _backend_info
 
 
@@ -97,7 +97,7 @@ class LlamaModel:
 
     def __init__(self, path: Path, n_gpu_layers: int = 0, vocab_only: bool = False,
                  tensor_split: tuple[float, ...] = ()):
-        info = init_backend()
+        info = init_backend(gpus=bool(n_gpu_layers) and not vocab_only)
         params = llama_cpp.llama_model_default_params()
         params.use_extra_bufts = info.use_extra_bufts
         params.n_gpu_layers = n_gpu_layers

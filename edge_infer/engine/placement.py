@@ -54,7 +54,8 @@ def place(info: ModelInfo, settings, machine: Machine | None = None, *, warn: bo
     if machine is None:
         from edge_infer.engine.devices import this_machine
 
-        machine = this_machine(s.rpc)
+        # --n-gpu-layers 0 asks for the CPU only: no GPU plug-in (and its driver) loads for it.
+        machine = this_machine(s.rpc, gpus=asked != 0)
     machine = machine.capped(cap)
     if warn and asked and not machine.devices:
         from edge_infer.engine.devices import missing_plugin_hint
@@ -102,7 +103,7 @@ def device_memory(placement: Placement, buffers: dict[str, dict[str, int]]):
     from edge_infer.engine.devices import list_devices
     from edge_infer.engine.stats import DeviceMemory
 
-    now = {d.name: d for d in list_devices()}
+    now = {d.name: d for d in list_devices(gpus=False)}  # a model with layers on a GPU loaded its plug-in
     rows = []
     for name, layers, planned in placement.plan.placement():
         dev = now.get(name)

@@ -32,7 +32,7 @@ def quantize_file(source: Path, dest: Path, target: str, *, threads: int | None 
     if tq is None or tq.ftype is None:
         raise QuantizeError(f"unknown quantization level {target!r}")
     read_model_info(source)  # llama.cpp aborts on some broken files: check first
-    init_backend()
+    init_backend(gpus=False)  # quantizing runs on the CPU
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".{dest.name}.{os.getpid()}.quantizing"

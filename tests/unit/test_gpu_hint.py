@@ -6,7 +6,7 @@ from edge_infer.engine import devices, llama
 
 
 def test_no_plugin_names_the_one_to_build(monkeypatch):
-    monkeypatch.setattr(llama, "init_backend", lambda: SimpleNamespace(gpu_plugins=[]))
+    monkeypatch.setattr(llama, "init_backend", lambda: SimpleNamespace(gpu_plugins=[], gpu_plugins_skipped={}))
     monkeypatch.setattr(devices, "_has_nvidia", lambda: False)
     assert "`make gpu GPU=vulkan`" in devices.missing_plugin_hint()
     monkeypatch.setattr(devices, "_has_nvidia", lambda: True)
@@ -14,6 +14,14 @@ def test_no_plugin_names_the_one_to_build(monkeypatch):
 
 
 def test_a_plugin_without_a_device_points_at_the_driver(monkeypatch):
-    monkeypatch.setattr(llama, "init_backend", lambda: SimpleNamespace(gpu_plugins=["libggml-vulkan.so"]))
+    monkeypatch.setattr(llama, "init_backend", lambda: SimpleNamespace(gpu_plugins=["libggml-vulkan.so"],
+                                                                      gpu_plugins_skipped={}))
     hint = devices.missing_plugin_hint()
     assert "libggml-vulkan.so" in hint and "driver" in hint
+
+
+def test_a_plugin_skipped_for_want_of_a_device_says_why(monkeypatch):
+    why = "no GPU device file (/dev/dri/renderD*)"
+    monkeypatch.setattr(llama, "init_backend", lambda: SimpleNamespace(
+        gpu_plugins=["libggml-vulkan.so"], gpu_plugins_skipped={"libggml-vulkan.so": why}))
+    assert devices.missing_plugin_hint() == f"libggml-vulkan.so not loaded: {why}"

@@ -26,6 +26,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from edge_infer.engine.kv_file import SUFFIX, BadStateFile, StateKey, read_header, read_state, write_state
+from edge_infer.engine.prompt_cache import usable_prefix
 
 log = logging.getLogger("edge_infer.disk_cache")
 TEMP_PREFIX = ".tmp-"
@@ -85,15 +86,16 @@ class DiskCache:
 
     # ---- lookups (engine thread) -------------------------------------------------------
     def peek(self, tokens) -> int:
-        """Length of the longest saved prefix of `tokens` on disk (0: none)."""
+        """How many of the first `tokens` a saved state on disk holds (0: none)."""
         if not self.enabled:
             return 0
         found = self._longest(tuple(tokens))
-        return len(found.tokens) if found else 0
+        return usable_prefix(found.tokens, tuple(tokens)) if found else 0
 
     def load(self, tokens) -> tuple[tuple[int, ...], bytes] | None:
-        """(saved tokens, state bytes) of the longest saved prefix, checked in full; None
-        (a miss) when there is none or its file is bad (then it is deleted)."""
+        """(saved tokens, state bytes) of the state that holds most of `tokens`' first ones
+        (the RAM tier's rule: it may go on past them, and the slot drops its tail), checked in
+        full; None (a miss) when there is none or its file is bad (then it is deleted)."""
         found = self._longest(tuple(tokens)) if self.enabled else None
         if found is None:
             self.counters.misses += 1
@@ -125,11 +127,11 @@ class DiskCache:
     def _longest(self, prompt: tuple[int, ...]) -> _Entry | None:
         self._refresh()
         with self._lock:
-            best = None
+            best, best_n = None, 0
             for entry in self._index.values():
-                n = len(entry.tokens)
-                if n <= len(prompt) and (best is None or n > len(best.tokens)) and prompt[:n] == entry.tokens:
-                    best = entry
+                n = usable_prefix(entry.tokens, prompt)
+                if n > best_n or (n == best_n and n and len(entry.tokens) < len(best.tokens)):
+                    best, best_n = entry, n  # the shorter of equals: less to read
             return best
 
     # ---- the folder ------------------------------------------------------------------

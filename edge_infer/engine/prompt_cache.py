@@ -17,8 +17,18 @@ from edge_infer.engine.slots import common_prefix
 
 
 # Restoring copies a whole entry, evaluating its shared part costs compute: an entry whose tail
-# past the shared prefix is up to this long is worth restoring and cutting (a short chat's reply).
+# past the shared prefix is up to this long, or no longer than the shared part, is worth
+# restoring and cutting (a short chat's reply; a turn sent again; an earlier reply that the
+# template renders differently now, as templates that drop old thinking do).
 PARTIAL_TAIL = 512
+
+
+def usable_prefix(saved: tuple[int, ...], prompt: tuple[int, ...]) -> int:
+    """The prefix a saved entry gives the prompt (0: not worth restoring), for both tiers:
+    all of it when the entry is a prefix of the prompt (a follow-up turn); else the tokens
+    they share, when what the entry holds past them is at most max(PARTIAL_TAIL, shared)."""
+    shared = common_prefix(saved, prompt)
+    return shared if len(saved) - shared <= max(PARTIAL_TAIL, shared) else 0
 
 
 @dataclass(frozen=True)
@@ -110,12 +120,7 @@ class PromptCache:
 
     @staticmethod
     def _usable(entry: CacheEntry, prompt: tuple[int, ...]) -> int:
-        """The prefix an entry gives the prompt: all of it when the entry is a prefix of the
-        prompt (a follow-up turn); else the tokens they share, when the entry goes on past them
-        for at most PARTIAL_TAIL tokens (the same question asked again, or an edited last
-        message: the slot restores the whole entry and drops its tail)."""
-        shared = common_prefix(entry.tokens, prompt)
-        return shared if shared == len(entry.tokens) or len(entry.tokens) - shared <= PARTIAL_TAIL else 0
+        return usable_prefix(entry.tokens, prompt)  # the slot restores it and drops its tail
 
     def entries(self) -> list[CacheEntry]:
         return list(self._entries.values())

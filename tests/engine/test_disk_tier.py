@@ -64,6 +64,38 @@ def test_what_the_ram_tier_cannot_hold_goes_to_disk_and_comes_back(make_engine, 
     assert e.snapshot().disk_cache_hits_total == 1
 
 
+def test_the_same_turn_sent_again_after_a_restart_comes_back_from_disk(make_engine, kv_dir):
+    """A retry, a regenerate, a client replaying: the saved state goes on past the prompt (it
+    holds the reply too). The disk tier restores it and drops the tail, as the RAM tier does;
+    before, it matched only whole prefixes of the prompt and computed the turn from scratch."""
+    first = make_engine(ctx=1024, parallel=2, disk_cache="1GiB")
+    a = first.generate(Request(messages=HISTORY, sampling=GREEDY))
+    first.close()
+
+    again = make_engine(ctx=1024, parallel=2, disk_cache="1GiB")
+    b = again.generate(Request(messages=HISTORY, sampling=GREEDY))  # the same turn again
+    prompt = len(again.tokenize_messages(HISTORY))
+    assert b.stats.cached_tokens >= prompt - 1, (b.stats.cached_tokens, prompt)
+    assert again.snapshot().disk_cache_hits_total == 1 and b.text == a.text
+
+
+def test_a_history_rendered_differently_reuses_the_longest_common_prefix(make_engine, kv_dir):
+    """An earlier reply that the template renders differently now (thinking dropped, as
+    Qwen3's and DeepSeek's do): the part before it still comes back from disk."""
+    first = make_engine(ctx=1024, parallel=2, disk_cache="1GiB")
+    thought = "<think>" + "Counting the crates one by one. " * 20 + "</think>Crate 7 holds 21 apples."
+    turn = follow_up(thought) + [{"role": "assistant", "content": "Crate 8 holds 24."}]
+    first.generate(Request(messages=turn + [{"role": "user", "content": "Thanks."}], sampling=GREEDY))
+    first.close()
+
+    again = make_engine(ctx=1024, parallel=2, disk_cache="1GiB")
+    dropped = follow_up("Crate 7 holds 21 apples.") + [{"role": "assistant", "content": "Crate 8 holds 24."},
+                                                        {"role": "user", "content": "And crate 9?"}]
+    b = again.generate(Request(messages=dropped, sampling=GREEDY))
+    assert b.stats.cached_tokens >= len(again.tokenize_messages(HISTORY)), b.stats.cached_tokens
+    assert again.snapshot().disk_cache_hits_total == 1
+
+
 def test_states_of_a_replaced_model_file_are_deleted_not_loaded(make_engine, smollm2_path, kv_dir, tmp_path):
     model = tmp_path / "model.gguf"
     shutil.copyfile(smollm2_path, model)

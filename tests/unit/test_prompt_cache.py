@@ -49,3 +49,14 @@ def test_an_entry_past_the_prompt_gives_what_they_share_when_its_tail_is_short()
     assert c.peek(question[:20] + (7,) * (PARTIAL_TAIL + 30) + (1,)) == 20 + PARTIAL_TAIL + 30  # a prefix: whole
     assert [common_prefix(a, b) for a, b in (((1, 2, 3), (1, 2, 4)), ((), (1,)), ((1, 2), (1, 2, 3)),
                                              (tuple(range(1000)), tuple(range(999)) + (0,)))] == [2, 0, 2, 999]
+
+
+def test_both_tiers_use_a_saved_state_by_one_rule():
+    from edge_infer.engine.prompt_cache import PARTIAL_TAIL, usable_prefix
+
+    saved = tuple(range(2000))
+    assert usable_prefix(saved[:100], saved) == 100                      # a follow-up turn: all of it
+    assert usable_prefix(saved[:600], saved[:100]) == 100                # its tail (500) is short
+    assert usable_prefix(saved[:1500], saved[:1000] + (-1,)) == 1000     # tail 500 <= shared 1000
+    assert usable_prefix(saved[:1800], saved[:600] + (-1,)) == 0         # tail 1200 > shared 600
+    assert usable_prefix(saved[: PARTIAL_TAIL + 10], (-1,)) == 0         # nothing shared

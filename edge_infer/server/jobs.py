@@ -8,12 +8,11 @@ a refusal (context overflow, full queue) is raised before any response byte is s
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass, field
 
-from edge_infer.chat import (HERMES, CallWrapper, GrammarError, ToolGrammarError, tool_call_continuation,
-                             tool_call_grammar, validate_gbnf)
+from edge_infer.chat import (HERMES, CallWrapper, GrammarError, SchemaError, ToolGrammarError, json_schema_grammar,
+                             tool_call_continuation, tool_call_grammar, validate_gbnf)
 from edge_infer.engine import FinishEvent, Request, RequestStream, SamplingParams, ServedEngine, TokenEvent
 from edge_infer.server.errors import APIError, bad_request, from_engine
 from edge_infer.chat.reply import Reply, ReplyEnd, ReplyEvent, ReplyReader, fold
@@ -24,6 +23,7 @@ from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
 log = logging.getLogger("edge_infer.server")
 
 MAX_PARALLEL_CALLS = 8  # calls in one forced reply (small models repeat a call until max_tokens)
+JSON_OBJECT_GBNF = json_schema_grammar({"type": "object"})  # response_format json_object: any object
 
 
 def grammar_for(body: ChatCompletionRequest | CompletionRequest,
@@ -45,14 +45,14 @@ def grammar_for(body: ChatCompletionRequest | CompletionRequest,
             param = "tool_choice" if exc.index is None else f"tools[{exc.index}].function.parameters"
             raise bad_request(str(exc), param) from None
     if fmt is not None and fmt.type != "text":
-        from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
-
+        # Our converter (chat/gbnf/json_schema.py, after llama.cpp's C++ one): strings
+        # without raw control characters, integer bounds as digit rules.
         if fmt.type == "json_object":
-            return JSON_GBNF, "response_format"
+            return JSON_OBJECT_GBNF, "response_format"
         param = "response_format.json_schema.schema"
         try:
-            return json_schema_to_gbnf(json.dumps(fmt.json_schema.schema_)), param
-        except Exception as exc:  # the converter raises assorted errors on schemas it can't map
+            return json_schema_grammar(fmt.json_schema.schema_), param
+        except SchemaError as exc:
             raise bad_request(f"cannot turn this JSON schema into a grammar: {exc}", param) from None
     if body.grammar:
         try:

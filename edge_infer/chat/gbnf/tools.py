@@ -1,7 +1,7 @@
 """GBNF that makes a whole reply tool calls (tool_choice "required" or a named function).
 
-Each function's arguments grammar comes from its JSON schema (llama.cpp's converter,
-json_schema_to_gbnf, or value_grammar.py for FunctionGemma's and Python's syntax); its
+Each function's arguments grammar comes from its JSON schema (json_schema.py, after
+llama.cpp's C++ converter, or values.py for FunctionGemma's and Python's syntax); its
 rules get a prefix per function so the grammars of several functions live in one. The
 wrapper around the calls is the model family's syntax (toolcalls/wrappers.py; Hermes /
 Qwen: `<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>`).
@@ -9,10 +9,10 @@ Qwen: `<tool_call>\\n{"name": ..., "arguments": ...}\\n</tool_call>`).
 
 from __future__ import annotations
 
-import json
 import re
 
 from edge_infer.chat.families.syntax import HERMES, LLAMA3, MISTRAL, CallWrapper  # noqa: F401
+from edge_infer.chat.gbnf.json_schema import json_schema_grammar
 from edge_infer.chat.gbnf.values import SYNTAXES, arguments_grammar
 from edge_infer.chat.gbnf.values import lit as literal  # text as a GBNF string literal
 
@@ -23,9 +23,10 @@ class ToolGrammarError(ValueError):
         self.index = index  # which of the tools it is about
 
 
-# A GBNF rule body's pieces: string literals, character classes and <token>s are left as
-# they are; every other word is a rule name.
-_PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|<[^>\s]*>|#[^\n]*|[a-zA-Z0-9_-]+|\s+|.', re.S)
+# A GBNF rule body's pieces: string literals, character classes, <token>s and {m,n} counts
+# are left as they are (a rule may be named "3", after a property); every other word is a rule name.
+_PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|<[^>\s]*>|#[^\n]*|\{[0-9,\s]*\}|[a-zA-Z0-9_-]+|\s+|.',
+                    re.S)
 
 
 def prefixed(gbnf: str, prefix: str) -> tuple[str, str]:
@@ -33,7 +34,7 @@ def prefixed(gbnf: str, prefix: str) -> tuple[str, str]:
     rules = []
     for line in gbnf.strip().splitlines():
         name, sep, body = line.partition(" ::= ")
-        if not sep:  # json_schema_to_gbnf writes one rule per line
+        if not sep:  # the converters write one rule per line
             raise ValueError(f"unexpected grammar line {line[:80]!r}")
         rules.append((name.strip(), body))
     names = {n for n, _ in rules}
@@ -50,36 +51,12 @@ def _sep(wrapper: CallWrapper) -> str:
 
 
 def arguments_gbnf(schema: dict, syntax: str = "json") -> str:
-    """The arguments' grammar: llama.cpp's JSON converter, or ours for other syntaxes."""
+    """The arguments' grammar: our JSON converter (strings without raw control characters,
+    annotation-only schemas such as {"description": ...} allow any value), or ours for
+    other syntaxes."""
     if syntax != "json":
         return arguments_grammar(schema, SYNTAXES[syntax])
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    return json_schema_to_gbnf(json.dumps(annotations_mean_any(schema)))
-
-
-ANNOTATIONS = frozenset({"description", "title", "default", "examples", "deprecated", "readOnly", "writeOnly",
-                         "$comment"})
-
-
-def annotations_mean_any(schema):
-    """A (sub)schema of annotations alone, such as {"description": ...}, allows any value (JSON
-    Schema's rule; Claude Code's tools have such properties); llama.cpp's converter refuses it,
-    so it becomes {} there, anywhere in the schema."""
-    if isinstance(schema, list):
-        return [annotations_mean_any(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    if schema and set(schema) <= ANNOTATIONS:
-        return {}
-    out = dict(schema)
-    for key in ("properties", "$defs", "definitions", "patternProperties"):
-        if isinstance(out.get(key), dict):
-            out[key] = {k: annotations_mean_any(v) for k, v in out[key].items()}
-    for key in ("items", "additionalProperties", "not", "anyOf", "oneOf", "allOf", "prefixItems"):
-        if isinstance(out.get(key), (dict, list)):
-            out[key] = annotations_mean_any(out[key])
-    return out
+    return json_schema_grammar(schema)
 
 
 def tool_call_grammar(tools: list[dict], choice: str, wrapper: CallWrapper = HERMES,

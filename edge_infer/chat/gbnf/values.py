@@ -69,11 +69,15 @@ class ValueSyntax:
 
 
 # FunctionGemma: a string cannot hold "<escape>"; "<" followed by anything but "e" or "<" is fine.
-FUNCTION_GEMMA = ValueSyntax("function_gemma", string_char='[^<] | "<" [^e<]', string_open="<escape>",
-                             string_close="<escape>", true="true", false="false", null="null",
-                             item_sep=",", kv_sep=":", key_quote="", counted_char="[^<]")
-# Python literals (ast.literal_eval reads them back): the top level is keyword arguments.
-PYTHON = ValueSyntax("python", string_char='[^"\\\\\\n] | "\\\\" ["\\\\bfnrt]', string_open='"',
+# Its strings have no escapes, so a tab or a newline is written as itself (the reader turns
+# the value into JSON); the other control characters are left out, as in JSON strings.
+_FG_CHAR = "[^<\\x00-\\x08\\x0B-\\x1F\\x7F]"
+FUNCTION_GEMMA = ValueSyntax("function_gemma", string_char=f'{_FG_CHAR} | "<" {_FG_CHAR.replace("[^<", "[^e<")}',
+                             string_open="<escape>", string_close="<escape>", true="true", false="false",
+                             null="null", item_sep=",", kv_sep=":", key_quote="", counted_char=_FG_CHAR)
+# Python literals (ast.literal_eval reads them back): the top level is keyword arguments. No raw
+# control character in a string: Python's tokenizer ends a line at CR and refuses NUL.
+PYTHON = ValueSyntax("python", string_char='[^"\\\\\\x7F\\x00-\\x1F] | "\\\\" ["\\\\bfnrt]', string_open='"',
                      string_close='"', true="True", false="False", null="None", item_sep=", ",
                      kv_sep=": ", key_quote='"', top_open="", top_close="", top_kv_sep="=",
                      escaped_strings=True)

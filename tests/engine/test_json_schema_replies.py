@@ -2,7 +2,8 @@
 drawn by Hypothesis) x replies the real SmolLM2 samples at temperature 1 under each schema's
 grammar (chat/gbnf/json_schema.py): every reply that ends by itself (finish "stop") parses
 with json.loads and validates with jsonschema. 30 schemas by default, 150 with --slow.
-The schemas are drawn first and the replies generated together, so the engine batches them."""
+The schemas are drawn first and the replies generated together, so the engine batches them;
+the grammar alone tells the model what to write (one shared prompt keeps the run short)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from edge_infer.engine import Request, SamplingParams
 from tests.chat.schema_strategies import schemas
 
 MAX_TOKENS = 120
-SYSTEM = "You answer with JSON only."
+PROMPT = [{"role": "system", "content": "You answer with JSON only."},
+          {"role": "user", "content": "Write an example of the JSON value you were asked for."}]
 
 
 def draw_schemas(n: int) -> list[dict]:
@@ -43,8 +45,7 @@ def check_replies(engine, n: int) -> None:
     drawn = draw_schemas(n)
     started = time.monotonic()
     streams = [engine.submit(Request(
-        messages=[{"role": "system", "content": SYSTEM},
-                  {"role": "user", "content": f"Write a JSON value for this JSON schema:\n{json.dumps(schema)}"}],
+        messages=PROMPT,  # one prompt for all: its tokens are evaluated once and shared
         sampling=SamplingParams(temperature=1.0, seed=i, max_tokens=MAX_TOKENS, grammar=json_schema_grammar(schema))))
         for i, schema in enumerate(drawn)]
     done = [s.result() for s in streams]

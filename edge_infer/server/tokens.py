@@ -23,6 +23,12 @@ class TokenizeRequest(Body):
     with_pieces: bool = False   # each id with its text
 
 
+class ApplyTemplateRequest(ChatCompletionRequest):
+    # llama-server's /apply-template field: False renders the conversation without the
+    # assistant's opening (a prompt to continue, or to count the turns so far).
+    add_generation_prompt: bool = True
+
+
 class DetokenizeRequest(Body):
     model: str | None = None
     tokens: list[int] = Field(max_length=1 << 20)
@@ -63,11 +69,12 @@ async def apply_template(srv, request: Request) -> Response:
     """The prompt a chat request becomes (its messages and tools through the model's chat
     template), checked as /v1/chat/completions checks it."""
     srv.authorize(request)
-    body = parse(ChatCompletionRequest, await srv.read_body(request))
+    body = parse(ApplyTemplateRequest, await srv.read_body(request))
     lease = await srv.lease(request, body.model)
 
     def render(engine):
-        return engine.template.render([chat_message(m) for m in body.messages], add_generation_prompt=True,
+        return engine.template.render([chat_message(m) for m in body.messages],
+                                      add_generation_prompt=body.add_generation_prompt,
                                       tools=body.tools_for_prompt, variables=body.template_vars)
 
     prompt = await run_leased(lease, render, "messages")

@@ -35,6 +35,18 @@ def test_apply_template_is_the_prompt_a_chat_request_tokenizes(live):
     assert live.engine.tokenize_messages(ASK) == live.engine.model.tokenize(prompt, False)
 
 
+def test_apply_template_honours_add_generation_prompt(live):
+    # llama-server's field (llama.cpp's test_template.py::test_add_generation_prompt): without
+    # it the conversation so far, with no assistant opening; it was always added before.
+    def prompt(**extra):
+        return httpx.post(live.url + "/apply-template", json={"messages": ASK, **extra}).json()["prompt"]
+    opened = prompt(add_generation_prompt=True)
+    closed = prompt(add_generation_prompt=False)
+    assert opened == prompt() and opened.endswith("<|im_start|>assistant\n")
+    assert "Hi there" in closed and "<|im_start|>assistant" not in closed
+    assert opened.startswith(closed)
+
+
 def test_bad_input_is_refused_with_the_field(live):
     n_vocab = live.engine.model.n_vocab
     r = httpx.post(live.url + "/detokenize", json={"tokens": [1, n_vocab]})

@@ -3,7 +3,10 @@ free port and over a Unix socket at once (the same app)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +36,19 @@ class Live:
 def short_socket_path(name: str = "ei.sock") -> str:
     # AF_UNIX paths are limited to ~108 bytes; pytest's tmp_path can be longer.
     return str(Path(tempfile.mkdtemp(prefix="ei-")) / name)
+
+
+def serve_logged(log: Path, *args) -> subprocess.Popen:
+    """`edge-infer serve ARGS` as a process writing to `log` (a file, not a pipe: a full pipe
+    would block the server's logging), returned once its start line is there or it ended."""
+    with open(log, "w") as out:
+        p = subprocess.Popen([sys.executable, "-m", "edge_infer", "serve", *map(str, args)],
+                             stdout=out, stderr=subprocess.STDOUT, text=True)
+    for _ in range(600):
+        if "Ctrl-C stops" in log.read_text() or p.poll() is not None:
+            break
+        time.sleep(0.1)
+    return p
 
 
 def start_server(engine, **app_kwargs):

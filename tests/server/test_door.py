@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from tests.server.conftest import short_socket_path
+from tests.server.conftest import serve_logged, short_socket_path
 from tests.server.test_errors import error_of
 
 CHAT = {"model": "smollm2", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0}
@@ -161,16 +161,10 @@ def test_serve_with_the_flags(smollm2_path, tmp_path):
     config = tmp_path / "models.toml"
     config.write_text('[server]\nallowed_hosts = ["llm.example.com"]\n')
     log = tmp_path / "serve.log"
-    with open(log, "w") as out:  # a file, not a pipe: a full pipe would block the server's logging
-        p = subprocess.Popen([sys.executable, "-m", "edge_infer", "serve", smollm2_path, "--port", "0",
-                              "--allowed-host", "proxy.example", "--cors-origin", "https://chat.example.com",
-                              "--models-config", config, "--threads", "2", "--parallel", "1", "--ctx", "512"],
-                             stdout=out, stderr=subprocess.STDOUT, text=True)
+    p = serve_logged(log, smollm2_path, "--port", "0", "--allowed-host", "proxy.example", "--cors-origin",
+                     "https://chat.example.com", "--models-config", config, "--threads", "2", "--parallel", "1",
+                     "--ctx", "512")
     try:
-        for _ in range(600):
-            if "Ctrl-C stops" in log.read_text() or p.poll() is not None:
-                break
-            time.sleep(0.1)
         url = re.search(r"http://127\.0\.0\.1:\d+/v1", log.read_text()).group(0)
         for host in ("proxy.example", "llm.example.com:443", "localhost"):
             assert httpx.get(url + "/models", headers={"Host": host}).status_code == 200, host

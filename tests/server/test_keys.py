@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from edge_infer.config import EngineSettings
+from tests.server.conftest import serve_logged
 from tests.server.test_errors import error_of
 
 SECRETS = {"editor": "sk-editor-0123456789", "ops": "sk-ops-0123456789", "watch": "sk-watch-0123456789",
@@ -247,16 +248,9 @@ def test_serve_with_a_keys_file(smollm2_path, keys_file, tmp_path, monkeypatch):
     assert p.returncode != 0 and "keys.0.scopes.0" in p.stderr and "Traceback" not in p.stderr
     monkeypatch.setenv("EI_TEST_WATCH_KEY", SECRETS["watch"])
     log = tmp_path / "serve.log"
-    with open(log, "w") as out:  # a file, not a pipe: a full pipe would block the server's logging
-        p = subprocess.Popen([sys.executable, "-m", "edge_infer", "serve", smollm2_path, "--host", "0.0.0.0",
-                              "--port", "0", "--api-keys-file", keys_file, "--log-level", "info",
-                              "--threads", "2", "--parallel", "1", "--ctx", "512"],
-                             stdout=out, stderr=subprocess.STDOUT, text=True)
+    p = serve_logged(log, smollm2_path, "--host", "0.0.0.0", "--port", "0", "--api-keys-file", keys_file,
+                     "--log-level", "info", "--threads", "2", "--parallel", "1", "--ctx", "512")
     try:
-        for _ in range(600):
-            if "Ctrl-C stops" in log.read_text() or p.poll() is not None:
-                break
-            time.sleep(0.1)
         port = re.search(r"http://0\.0\.0\.0:(\d+)/v1", log.read_text()).group(1)
         url = f"http://127.0.0.1:{port}/v1"
         assert "API key required" in log.read_text()

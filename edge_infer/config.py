@@ -41,7 +41,7 @@ class EngineSettings:
     # spinning (poll 0), and spin again when they stop (engine/cpu_share.py); off: always `poll`.
     follow_load: bool = True
     # None = as many layers as the GPU devices' memory holds (the plan decides; none without
-    # a GPU); 0 = CPU only; -1 = all; N = the last N (engine/placement.py).
+    # a GPU); 0 = CPU only; -1 = all; N = the last N (engine/devices/placement.py).
     n_gpu_layers: int | None = None
     gpu_memory: str = ""        # at most this much on each GPU device ("6GiB"); "" = what it has free
     # One KV buffer shared by all slots: measured 162 vs 126 tok/s at 8 sequences on
@@ -49,7 +49,7 @@ class EngineSettings:
     kv_unified: bool = True
     # A persistent CPU threadpool per context with hybrid polling, 0 (sleep at once) ..
     # 100 (spin), as llama-server's --poll; -1 = ggml's throwaway pool per graph
-    # (engine/threadpool.py).
+    # (engine/native/threadpool.py).
     poll: int = 50
     swa_full: bool = False      # keep full-size sliding-window caches (more prefix reuse, more memory)
     # "auto" lets llama.cpp use flash attention where the backend supports it. On the

@@ -135,7 +135,7 @@ def test_units_are_formatted_in_one_place():
 
 # Private names of other libraries that have no public twin, each with its reason.
 FOREIGN_PRIVATE = {
-    ("edge_infer.engine.backend", "_base_path"),  # where llama_cpp loaded libllama from: no public name
+    ("edge_infer.engine.native.backend", "_base_path"),  # where llama_cpp loaded libllama from: no public name
     ("edge_infer.bench.defaults", "_exit"),  # os._exit: how a forked child ends (documented, public)
 }
 
@@ -175,3 +175,57 @@ def test_a_module_reads_its_own_private_names_only():
                 wrong += [f"{mod}:{node.lineno} imports {a.name}" for a in node.names
                           if a.name.startswith("_") and not a.name.startswith("__")]
     assert not wrong, "\n".join(wrong)
+
+
+# engine/native/ owns every llama_cpp import; anything else asks it. The exceptions, each with
+# its reason (a module path, imports of llama_cpp it may make).
+NATIVE = "edge_infer.engine.native"
+LLAMA_CPP_ELSEWHERE = {
+    # bench: the baseline `bench` compares against is llama-cpp-python's own Llama class as shipped
+    "edge_infer.bench.local",
+}
+
+
+def llama_cpp_imports(path: Path) -> list[int]:
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "llama_cpp" for a in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "llama_cpp":
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_engine_native_imports_llama_cpp():
+    wrong = [f"{mod}:{line}" for mod, path in MODULES.items()
+             if not (mod == NATIVE or mod.startswith(NATIVE + ".")) and mod not in LLAMA_CPP_ELSEWHERE
+             for line in llama_cpp_imports(path)]
+    assert not wrong, "llama_cpp imported outside engine/native/ (ask a native class instead):\n" + "\n".join(wrong)
+
+
+# The engine's floors: native/ (llama.cpp's handles) at the bottom, devices/ and kv/ above it
+# (neither knows the other), the step (engine/*.py) on top. Imports point down or sideways
+# within a floor.
+ENGINE_FLOORS = {"native": 0, "devices": 1, "kv": 1}
+TOP_FLOOR = 2
+
+
+def engine_floor(mod: str) -> tuple[str, int] | None:
+    parts = mod.split(".")
+    if parts[:2] != ["edge_infer", "engine"] or len(parts) < 3:
+        return None
+    name = parts[2] if len(parts) > 3 or parts[2] in ENGINE_FLOORS else "top"
+    return name, ENGINE_FLOORS.get(name, TOP_FLOOR)
+
+
+def test_engine_floors_import_down_only():
+    wrong = []
+    for mod, deps in GRAPH.items():
+        here = engine_floor(mod)
+        if here is None or here[0] == "top":
+            continue
+        for dep in deps:
+            there = engine_floor(dep)
+            if there is not None and there[0] != here[0] and there[1] >= here[1]:
+                wrong.append(f"{mod} -> {dep}")
+    assert not wrong, "engine/ floors import up or sideways:\n" + "\n".join(sorted(wrong))

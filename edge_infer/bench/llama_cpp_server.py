@@ -5,7 +5,7 @@ AMX CPU the baseline must skip the same crashing buffer types as the engine does
 import runpy
 import sys
 
-from edge_infer.engine.llama import init_backend
+from edge_infer.engine.native.llama import init_backend
 from edge_infer.errors import EdgeInferError
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ wheel vendors (packaging/llama_server.py), started with the settings edge-infer 
 
 "Matching settings" means: the same threads, slots, context per slot, flash attention
 (auto), batch sizes, prompt cache size, and the same CPU buffer types. The last one is
-decided by edge-infer per CPU (engine/cpu.py: extra buffer types off on AMX, where they
+decided by edge-infer per CPU (engine/native/cpu.py: extra buffer types off on AMX, where they
 crash llama.cpp; on elsewhere), so we ask a fresh edge-infer process what it decided rather
 than guessing here.
 """
@@ -31,7 +31,7 @@ def build() -> str:
 def edge_infer_uses_extra_bufts() -> bool:
     """What edge-infer's backend set-up decides on this CPU (in a child: loading llama.cpp's
     backends here would pin this bench process to them)."""
-    code = ("import json; from edge_infer.engine.llama import init_backend; "
+    code = ("import json; from edge_infer.engine.native.llama import init_backend; "
             "print(json.dumps(init_backend().use_extra_bufts))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return bool(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -49,7 +49,7 @@ class SerialLlama:
                  flash_attn: bool = False):
         from llama_cpp import Llama
 
-        from edge_infer.engine.llama import init_backend
+        from edge_infer.engine.native.llama import init_backend
 
         init_backend()  # the same CPU variant and buffer-type decision as the engine
 

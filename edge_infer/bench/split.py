@@ -59,7 +59,7 @@ def remote(model, cores: int):
 def _wait_for_workers(ports: list[int]) -> None:
     import time
 
-    from edge_infer.engine.rpc import probe
+    from edge_infer.engine.devices.rpc import probe
 
     deadline = time.monotonic() + 60
     for p in ports:

@@ -113,7 +113,7 @@ def engine_settings(args, **overrides) -> EngineSettings:
 
 
 def rpc_endpoints(value: str | None) -> tuple[str, ...] | None:
-    from edge_infer.engine.rpc import parse_endpoints
+    from edge_infer.engine.devices.rpc import parse_endpoints
 
     return parse_endpoints(value) or None
 

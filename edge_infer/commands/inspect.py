@@ -69,9 +69,9 @@ def plan_table(info, est, ctx: int, parallel: int, disk_cap: int = 0) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from edge_infer.engine.devices import this_machine
-    from edge_infer.engine.llama import init_backend
-    from edge_infer.engine.placement import gpu_memory_cap
+    from edge_infer.engine.devices.devices import this_machine
+    from edge_infer.engine.native.llama import init_backend
+    from edge_infer.engine.devices.placement import gpu_memory_cap
     from edge_infer.gguf.info import read_model_info
     from edge_infer.plan import engine_estimate_kwargs, estimate_memory, plan_for
     from edge_infer.store.store import ModelStore

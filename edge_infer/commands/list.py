@@ -19,7 +19,7 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from edge_infer.engine.devices import this_machine
+    from edge_infer.engine.devices.devices import this_machine
     from edge_infer.plan import fit_verdict
     from edge_infer.errors import ModelFileError
     from edge_infer.store.partials import list_partials

@@ -37,7 +37,7 @@ def main(args) -> int:
         return bar
 
     client = HubClient(timeout=args.timeout or 10.0)
-    from edge_infer.engine.devices import this_machine
+    from edge_infer.engine.devices.devices import this_machine
 
     puller = Puller(client=client, progress=progress, say=lambda m: print(m, flush=True), machine=this_machine(),
                     downloader_options={"retries": args.retries})

@@ -25,7 +25,7 @@ def register(sub) -> None:
 def main(args) -> int:
     from dataclasses import asdict
 
-    from edge_infer.engine.devices import this_machine
+    from edge_infer.engine.devices.devices import this_machine
     from edge_infer.plan import plan_for
     from edge_infer.errors import EdgeInferError
     from edge_infer.units import human_bytes

@@ -33,8 +33,8 @@ def register(sub) -> None:
 
 def main(args) -> int:
     from edge_infer.config import EngineSettings
-    from edge_infer.engine.devices import list_devices
-    from edge_infer.engine.rpc import serve_devices
+    from edge_infer.engine.devices.devices import list_devices
+    from edge_infer.engine.devices.rpc import serve_devices
     from edge_infer.errors import WorkerError
     from edge_infer.paths import rpc_cache_dir
     from edge_infer.server.launch import bind_tcp, is_loopback

@@ -13,16 +13,16 @@ def __getattr__(name):
         from edge_infer.engine import engine
         return getattr(engine, name)
     if name in ("list_devices", "this_machine"):
-        from edge_infer.engine import devices
+        from edge_infer.engine.devices import devices
         return getattr(devices, name)
     if name == "place":
-        from edge_infer.engine.placement import place
+        from edge_infer.engine.devices.placement import place
         return place
-    if name == "parse_endpoints":  # RPC workers' addresses (engine/rpc.py: pure Python)
-        from edge_infer.engine.rpc import parse_endpoints
+    if name == "parse_endpoints":  # RPC workers' addresses (engine/devices/rpc.py: pure Python)
+        from edge_infer.engine.devices.rpc import parse_endpoints
         return parse_endpoints
     if name == "quantize_file":
-        from edge_infer.engine.quantize import quantize_file
+        from edge_infer.engine.native.quantize import quantize_file
         return quantize_file
     raise AttributeError(name)
 

@@ -11,8 +11,8 @@ from edge_infer.chat.families import Family, family_for_model
 if TYPE_CHECKING:
     from edge_infer.chat.template import ChatTemplate
     from edge_infer.config import EngineSettings
-    from edge_infer.engine.backend import BackendInfo
-    from edge_infer.engine.placement import Placement
+    from edge_infer.engine.native.backend import BackendInfo
+    from edge_infer.engine.devices.placement import Placement
     from edge_infer.engine.prompt import Prompter
     from edge_infer.engine.sequence import Request
     from edge_infer.engine.stats import EngineSnapshot, FinishedRequest

@@ -41,7 +41,7 @@ class ChildEngine:
     """ServedEngine for a model whose engine runs in a child process."""
 
     def __init__(self, model_path: str | Path, settings, name: str | None = None, identity: str | None = None):
-        from edge_infer.engine.llama import LlamaModel
+        from edge_infer.engine.native.llama import LlamaModel
         from edge_infer.engine.prompt import Prompter, read_template_file
         from edge_infer.gguf.info import read_model_info
 
@@ -238,7 +238,7 @@ def child_main(conn, model_path: str, settings, name: str, identity: str | None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it closes us
     os.environ.setdefault("GGML_NO_BACKTRACE", "1")  # an abort here is expected (a worker lost): no gdb
     from edge_infer.engine.engine import Engine
-    from edge_infer.engine.rpc import add_workers
+    from edge_infer.engine.devices.rpc import add_workers
 
     try:
         add_workers(settings.rpc)

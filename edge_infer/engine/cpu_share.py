@@ -29,7 +29,7 @@ its idle tok/s). Two threads there would share that core and wait for each other
 A watch thread samples the machine's busy CPU time and this process's own four times a second;
 what the machine spent beyond this process is other programs' load, in cores. Decisions are pure
 (poll_for, threads_for) and unit-tested with faked samples; the engine applies them between
-steps (the threadpool kept for the other poll, engine/threadpool.py; llama_set_n_threads).
+steps (the threadpool kept for the other poll, engine/native/threadpool.py; llama_set_n_threads).
 """
 
 from __future__ import annotations

@@ -9,91 +9,65 @@ ModelRunner; Scheduler.postprocess then decides which sequences end.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import deque
 from pathlib import Path
 
 from edge_infer.config import EngineSettings
-from edge_infer.plan.kv_types import check_kv_types, ggml_type
 from edge_infer.engine.embedding import Embedder
-from edge_infer.engine.llama import ContextParams, LlamaContext, capture_log
-from edge_infer.engine.placement import load_model, place
-from edge_infer.engine.load_report import device_buffers, kv_bytes_reported
+from edge_infer.engine.inbox import Inbox
+from edge_infer.engine.intake import Intake, prime_penalties
+from edge_infer.engine.kv.pool import Admission, KvPool
+from edge_infer.engine.kv.tiers import TieredCache
+from edge_infer.engine.loading import check_settings, load
 from edge_infer.engine.postprocess import Outcome
 from edge_infer.engine.prompt import BadRequestError, Prompter, read_template_file
-from edge_infer.engine.cache_tiers import build_tiers
 from edge_infer.engine.runner import KV_FULL, ModelRunner
-from edge_infer.engine.sampling import build_sampler, constrain_to_call
-from edge_infer.engine.scheduler import Admission, BatchItem, Scheduler
-from edge_infer.engine.slot_memory import SlotMemory
+from edge_infer.engine.sampling import constrain_to_call
+from edge_infer.engine.scheduler import BatchItem, Scheduler
 from edge_infer.engine.sequence import Request, Sequence, Status
-from edge_infer.engine.speculation import Speculation, check_draft_max
 from edge_infer.engine.snapshot import build_snapshot
+from edge_infer.engine.speculation import Speculation
 from edge_infer.engine.stats import EngineSnapshot, EngineStats, FinishedRequest
 from edge_infer.engine.stream import FinishEvent, FinishReason, RequestStream
 from edge_infer.engine.watchdog import StepClock, Watchdog
-from edge_infer.errors import ContextOverflowError, EdgeInferError, EngineClosedError, QueueFullError
+from edge_infer.errors import EngineClosedError
 from edge_infer.gguf.info import read_model_info
 
 log = logging.getLogger("edge_infer.engine")
+REFUSALS = {"closed": "the engine is shut down",  # submit() while not serving, by state
+            "stalled": "the engine is stalled in a llama.cpp call; retry later",
+            "stopped": "the engine thread has stopped (see the log); restart the server"}
 
 
 class Engine:
     def __init__(self, model_path: str | Path, settings: EngineSettings | None = None,
                  name: str | None = None, identity: str | None = None):  # identity: the file's sha256
         self.settings = s = settings or EngineSettings.from_env()
-        check_kv_types(s.cache_type_k, s.cache_type_v, s.flash_attn)  # before llama.cpp sees them
-        check_draft_max(s.draft_max)
-        if not -1 <= s.poll <= 100:
-            raise EdgeInferError(f"--poll must be -1 (no persistent threadpool) or 0..100, not {s.poll}")
-        s.check_sizes()
+        check_settings(s)  # before llama.cpp sees them
         template_text = read_template_file(s.chat_template) if s.chat_template else None  # before loading
-        # Validate the file ourselves first: llama.cpp aborts the process on some bad files.
-        self.info = read_model_info(model_path)
+        self.info = read_model_info(model_path)  # ours first: llama.cpp aborts the process on some bad files
         self.name = name or Path(model_path).stem
-        if s.kv_budget and not s.kv_unified:
-            raise EdgeInferError("--kv-budget sizes the shared KV pool: drop --kv-split")
-        # The memory plan sizes the pool (--kv-budget, default two contexts) and places the layers
-        # on llama.cpp's devices: one source of truth for `inspect`, the fit verdicts and llama.cpp.
-        self.placement = place(self.info, s)
-        self.plan = self.placement.plan.estimate
-        with capture_log() as load_log:
-            self.model = load_model(Path(model_path), self.placement, load_log)
-            self.ctx = LlamaContext(self.model, ContextParams(
-                n_ctx=self.plan.n_ctx, n_seq_max=s.parallel, n_batch=s.n_batch,
-                n_threads=s.n_threads, kv_unified=s.kv_unified, swa_full=s.swa_full,
-                flash_attn=s.flash_attn, type_k=ggml_type(s.cache_type_k),
-                type_v=ggml_type(s.cache_type_v), poll=s.poll, op_offload=self.placement.n_gpu_layers != 0))
-        self.load_log, self.buffers = load_log, device_buffers(load_log)  # llama.cpp's report of its buffers
-        self.backend, self.kv_bytes = self.model.backend, kv_bytes_reported(load_log)
-        # What one sequence may hold: `ctx`, or the whole pool when it is smaller.
-        self.n_ctx_seq = min(s.ctx, self.ctx.n_ctx_seq)
-        self.pool_cells = self.ctx.n_ctx if s.kv_unified else None  # llama.cpp caps n_batch there too
-        if self.n_ctx_seq < s.ctx:
-            log.warning("the KV pool holds %d cells, fewer than --ctx %d: each request is capped at %d",
-                        self.ctx.n_ctx, s.ctx, self.n_ctx_seq)
+        loaded = load(Path(model_path), self.info, s)
+        self.placement, self.model, self.ctx = loaded.placement, loaded.model, loaded.ctx
+        self.plan, self.backend = self.placement.plan.estimate, self.model.backend
+        self.load_log, self.buffers, self.kv_bytes = loaded.load_log, loaded.buffers, loaded.kv_bytes
+        self.n_ctx_seq = loaded.n_ctx_seq
         self.prompts = Prompter(self.model, self.info.architecture, template_text, s.reasoning_budget)
+        self.template = self.prompts.template
         self.embedder = Embedder(self.model, self.info.architecture, s)  # its context comes on first use
         # An encoder (BERT-style embedder or reranker) cannot generate: llama.cpp would abort.
         self.encoder_only = self.model.meta(f"{self.info.architecture}.attention.causal") == "false"
-        self.template = self.prompts.template
         self.runner = ModelRunner(self.model, self.ctx, s, warm_up=not self.encoder_only)
-        # Sharing cells between sequences needs one unified buffer; with sliding-window
-        # layers a shared cell could not be recycled by the window, so those models keep
-        # to per-slot reuse.
-        self.prompt_cache, self.disk_cache = build_tiers(Path(model_path), s, identity)
-        self.scheduler = Scheduler(s.parallel, min(s.n_batch, self.ctx.n_ctx), n_ctx_seq=self.n_ctx_seq,
-                                   share_prefixes=s.kv_unified and self.model.n_swa == 0, pool_cells=self.pool_cells)
-        self.memory = SlotMemory(self.ctx, self.scheduler, self.prompt_cache, self.model.n_swa, self.disk_cache)
-        sched = self.scheduler
-        sched.evict, sched.forget, sched.cached_prefix = self.memory.evict, self.memory.forget, self.memory.cached_prefix
+        tiers = TieredCache.for_model(Path(model_path), s, identity)
+        self.kv = KvPool.for_context(self.ctx, s, self.model.n_swa, tiers)
+        self.scheduler = Scheduler(self.kv, min(s.n_batch, self.ctx.n_ctx),  # llama.cpp caps a step there
+                                   self.n_ctx_seq, share_prefixes=self.kv.can_share_cells)
         self.stats = EngineStats()  # written by the engine thread only
-        self.speculation = Speculation(self.model, s, self.runner, self.memory, self.scheduler, self.stats)
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._live: dict[str, Sequence] = {}  # submitted and not finished
+        self.speculation = Speculation(self.model, s, self.runner, self.kv, self.stats)
+        self.intake = Intake(self.model, self.prompts, self.speculation, s, self.n_ctx_seq)
+        self.inbox = Inbox(limit=s.parallel + s.queue_size)
         self._closed = False
         self.recent: deque[FinishedRequest] = deque(maxlen=200)  # newest last
         self.clock = StepClock()
@@ -116,60 +90,42 @@ class Engine:
         """(a relevance score per document, prompt tokens), for a model with rank pooling (can_rerank)."""
         return self.embedder.rerank(query, documents)
 
-    # The embedding context's RAM once used (the model host adds it to this model's footprint),
-    # what it can do, its vectors' width and the longest input one vector takes.
-    embedding_bytes = property(lambda self: self.embedder.reserve_bytes(self.plan.kv_bytes_per_token))
-    can_rerank = property(lambda self: self.embedder.can_rerank)
-    embedding_size = property(lambda self: self.embedder.width)
-    embedding_tokens = property(lambda self: self.embedder.max_tokens)
+    @property
+    def embedding_bytes(self) -> int:  # the embedding context's RAM once used (the host counts it)
+        return self.embedder.reserve_bytes(self.plan.kv_bytes_per_token)
+
+    @property
+    def can_rerank(self) -> bool:
+        return self.embedder.can_rerank
+
+    @property
+    def embedding_size(self) -> int:  # floats per vector
+        return self.embedder.width
+
+    @property
+    def embedding_tokens(self) -> int:  # the longest input one vector takes
+        return self.embedder.max_tokens
 
     def submit(self, request: Request) -> RequestStream:
         """Validate, tokenize and queue a request. Raises before queuing if it cannot run."""
         if not self.alive:
-            raise EngineClosedError({"closed": "the engine is shut down",
-                                     "stalled": "the engine is stalled in a llama.cpp call; retry later",
-                                     }.get(self.state, "the engine thread has stopped (see the log); "
-                                                       "restart the server"))
+            raise EngineClosedError(REFUSALS.get(self.state, REFUSALS["stopped"]))
         if self.encoder_only:
             raise BadRequestError(f"{self.name} is an embedding or reranking model (no causal attention): it "
                                   "cannot generate text; use /v1/embeddings or /v1/rerank")
-        tokens = self.prompts.tokens_for(request)
-        need = len(tokens) + len(request.forced_tokens or [])
-        if len(tokens) >= self.n_ctx_seq or need > self.n_ctx_seq:
-            raise ContextOverflowError(need if request.forced_tokens else len(tokens), self.n_ctx_seq,
-                                       "raise --kv-budget" if self.n_ctx_seq < self.settings.ctx else "raise --ctx")
-        try:
-            sampler = None if request.forced_tokens is not None else build_sampler(self.model, request.sampling)
-        except ValueError as exc:
-            raise BadRequestError(str(exc)) from exc
-        stream = RequestStream(request.id, cancel=lambda: self.cancel(request.id), prompt_tokens=len(tokens))
-        seq = Sequence(request, tokens, stream, sampler, self.prompts.think_budget(request))
-        seq.drafter = self.speculation.drafter_for(request, tokens)  # a long prompt indexed here, not on the engine thread
-        if self.settings.request_timeout > 0:
-            seq.deadline = seq.stats.queued_at + self.settings.request_timeout
-        with self._lock:
-            if len(self._live) >= self.settings.parallel + self.settings.queue_size:
-                if sampler:
-                    sampler.close()
-                raise QueueFullError(f"{len(self._live)} requests in flight; the queue is full, retry later")
-            self._live[request.id] = seq
-        self._inbox.put(seq)
-        return stream
+        seq = self.intake.sequence(request, cancel=lambda: self.cancel(request.id))
+        self.inbox.put(seq)
+        return seq.stream
 
     def generate(self, request: Request):
         """Convenience: submit and wait for the whole completion."""
         return self.submit(request).result()
 
     def cancel(self, request_id: str) -> None:
-        with self._lock:
-            seq = self._live.get(request_id)
-        if seq is not None:
-            seq.cancelled = True
-            self._inbox.put(None)  # wake the engine if it sleeps
+        self.inbox.cancel(request_id)
 
     def live_sequences(self) -> list[Sequence]:
-        with self._lock:
-            return list(self._live.values())
+        return self.inbox.live()
 
     def snapshot(self) -> EngineSnapshot:
         """What the engine is doing now: a plain object any thread may read."""
@@ -180,9 +136,9 @@ class Engine:
             return
         self._closed = True
         self.watchdog.stop()
-        self._inbox.put(None)
+        self.inbox.wake()
         self._thread.join(timeout=30)
-        self.memory.close(persist=not self._thread.is_alive())  # conversations go to disk
+        self.kv.close(persist=not self._thread.is_alive())  # conversations go to disk
         for part in (self.runner, self.embedder, self.ctx, self.model):  # the model last: the others use it
             part.close()
 
@@ -243,18 +199,10 @@ class Engine:
 
     def _take_inbox(self, block: bool) -> bool:
         """Move submissions into the scheduler; False once the engine is closing."""
-        try:
-            item = self._inbox.get() if block else self._inbox.get_nowait()
-        except queue.Empty:
-            return not self._closed
-        while True:
-            if item is not None:
-                self.scheduler.add(item)
-                self.stats.requests += 1
-            try:
-                item = self._inbox.get_nowait()
-            except queue.Empty:
-                return not self._closed
+        for seq in self.inbox.take(block):
+            self.scheduler.add(seq)
+            self.stats.requests += 1
+        return not self._closed
 
     def _recover(self) -> None:
         """The stalled call returned: free what the watchdog ended, then serve again."""
@@ -274,18 +222,13 @@ class Engine:
     def _start(self, admission: Admission) -> None:
         """Reuse a cached prefix (the slot's own, a donor's, the prompt cache's), then begin."""
         seq = admission.seq
-        keep = self.memory.start(admission)
+        keep = self.kv.start(admission)
         seq.n_past = keep
         if seq.preemptions:  # back after a preemption: its sampler and stats began already
             if seq.resumed and seq.prefill_left == 0:  # all of it was still cached
                 seq.status = Status.DECODE  # decode on at once with its pending token
             return
-        p = seq.params
-        if seq.sampler is not None and p.penalized and not p.grammar:
-            # Penalties see the end of the prompt too, as llama.cpp's server does, so a reply
-            # does not parrot the question. (A grammar sampler must only see generated text.)
-            for token in seq.prompt[-p.repeat_last_n:]:
-                seq.sampler.accept(token)
+        prime_penalties(seq)
         seq.stats.cached_tokens = keep
         seq.stats.started_at = time.perf_counter()
         self.stats.started(len(seq.prompt), keep)
@@ -302,7 +245,7 @@ class Engine:
             return
         if failed:
             for it in items:
-                self.memory.reset_failed(self.scheduler.slots[it.seq.slot])
+                self.kv.forget(self.kv.slots[it.seq.slot])  # what its cells hold is unknown
                 self._fail(it.seq, failed)
             return
         n_tokens = sum(len(it.tokens) for it in items)
@@ -343,7 +286,6 @@ class Engine:
             return
         tail = seq.end(flush)
         self.scheduler.finish(seq)
-        with self._lock:
-            self._live.pop(seq.id, None)
+        self.inbox.done(seq)
         self.recent.append(FinishedRequest.of(seq.id, seq.request.source, reason, seq.stats))
         seq.stream.put(FinishEvent(reason, tail, seq.stats, error, seq.stops.matched))

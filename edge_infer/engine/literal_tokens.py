@@ -10,13 +10,8 @@ from __future__ import annotations
 
 import weakref
 
-import llama_cpp
-
 from edge_infer.chat.literal_text import ControlTexts, Part
-from edge_infer.engine.llama import LlamaModel
-
-# The attributes llama.cpp parses only with parse_special (llama-vocab.cpp, tokenizer_st_partition).
-PARSED_ONLY_AS_SPECIAL = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+from edge_infer.engine.native.llama import LlamaModel
 
 _cache: "weakref.WeakKeyDictionary[LlamaModel, ControlTexts]" = weakref.WeakKeyDictionary()
 
@@ -25,13 +20,7 @@ def control_texts(model: LlamaModel) -> ControlTexts:
     """The texts of the model's control and unknown tokens (read once per model)."""
     found = _cache.get(model)
     if found is None:
-        texts = []
-        for token in range(model.n_vocab):
-            if llama_cpp.llama_vocab_get_attr(model.vocab, token) & PARSED_ONLY_AS_SPECIAL:
-                raw = llama_cpp.llama_vocab_get_text(model.vocab, token)
-                if raw:
-                    texts.append(raw.decode("utf-8", "replace"))
-        found = _cache[model] = ControlTexts(texts)
+        found = _cache[model] = ControlTexts(model.special_only_texts())
     return found
 
 

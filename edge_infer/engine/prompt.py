@@ -12,7 +12,7 @@ from edge_infer.chat.literal_text import Masked
 from edge_infer.chat.reasoning import THINK_CLOSE
 from edge_infer.chat.template import ChatTemplate
 from edge_infer.engine.literal_tokens import control_texts, tokenize_parts
-from edge_infer.engine.llama import LlamaModel
+from edge_infer.engine.native.llama import LlamaModel
 from edge_infer.engine.sequence import Request
 from edge_infer.engine.think_budget import ThinkBudget
 from edge_infer.errors import EdgeInferError

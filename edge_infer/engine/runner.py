@@ -7,12 +7,12 @@ stop, finish) is the scheduler's post-processing. Only the engine thread calls i
 
 from __future__ import annotations
 
-import llama_cpp
 import numpy as np
 
 from edge_infer.config import EngineSettings
 from edge_infer.engine.cpu_share import SpinGovernor
-from edge_infer.engine.llama import LlamaBatch, LlamaContext, LlamaModel
+from edge_infer.engine.native.context import LlamaBatch, LlamaContext
+from edge_infer.engine.native.llama import LlamaModel
 from edge_infer.engine.postprocess import Sampled
 from edge_infer.engine.scheduler import BatchItem
 from edge_infer.engine.sequence import Sequence
@@ -28,7 +28,7 @@ class ModelRunner:
         # Decoding on fewer of the threadpool's threads from the next step: llama_set_n_threads.
         self.spin = SpinGovernor(settings.poll, ctx.set_poll, enabled=settings.follow_load,
                                  threads=settings.n_threads,
-                                 apply_threads=lambda n: llama_cpp.llama_set_n_threads(ctx.handle, n, n))
+                                 apply_threads=ctx.set_threads)
         if warm_up:
             self.warm_up()
 

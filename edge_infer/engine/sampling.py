@@ -1,4 +1,4 @@
-"""Sampling parameters and the llama.cpp sampler chain built from them.
+"""Sampling parameters, their checks, and the sampler chain built from them (native/sampler.py).
 
 Sampling stays inside llama.cpp's sampler chain (no logits copied into Python), which
 keeps the per-token hot path in C. Each sequence gets its own chain, so its random
@@ -12,10 +12,9 @@ import os
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-import llama_cpp
-
 from edge_infer.chat.gbnf.check import GrammarError, TokenRef, validate_gbnf
-from edge_infer.engine.llama import LlamaModel, SamplerChain
+from edge_infer.engine.native.llama import LlamaModel
+from edge_infer.engine.native.sampler import SamplerChain, sampler_chain
 
 
 @dataclass(frozen=True)
@@ -94,16 +93,6 @@ def _check_tokens(model: LlamaModel, refs: tuple[TokenRef, ...]) -> None:
                                "require it (generation ends where the grammar does)")
 
 
-def _logit_bias(model: LlamaModel, pairs: tuple[tuple[int, float], ...]):
-    """The C array for llama_sampler_init_logit_bias (ids and biases checked by check_params)."""
-    if not pairs:
-        return None
-    arr = (llama_cpp.llama_logit_bias * len(pairs))()
-    for i, (token, bias) in enumerate(pairs):
-        arr[i].token, arr[i].bias = token, bias
-    return arr
-
-
 # ---- numbers before C: every value of SamplingParams that reaches a llama.cpp call ---------
 FLOAT32_MAX = 3.4028234663852886e38
 INT32_MAX = 2**31 - 1
@@ -163,32 +152,7 @@ def build_sampler(model: LlamaModel, p: SamplingParams) -> SamplerChain:
                 _check_tokens(model, _check_grammar(g))
             except GrammarError as exc:
                 raise ValueError(f"invalid grammar: {exc}") from None
-    bias = _logit_bias(model, p.logit_bias)
-    chain = SamplerChain()
-    if bias is not None:
-        chain.add(llama_cpp.llama_sampler_init_logit_bias(model.n_vocab, len(bias), bias))
-    if p.grammar:
-        grammar = llama_cpp.llama_sampler_init_grammar(model.vocab, p.grammar.encode(), b"root")
-        if not grammar:
-            chain.close()
-            raise ValueError("invalid grammar")
-        chain.add(grammar)
-    if p.penalized:
-        # This llama.cpp build still takes n_vocab first (see its llama.h).
-        chain.add(llama_cpp.llama_sampler_init_penalties(
-            model.n_vocab, p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty))
-    if p.greedy:
-        chain.add(llama_cpp.llama_sampler_init_greedy())
-        return chain
-    if p.top_k > 0:
-        chain.add(llama_cpp.llama_sampler_init_top_k(p.top_k))
-    if p.top_p < 1.0:
-        chain.add(llama_cpp.llama_sampler_init_top_p(p.top_p, 1))
-    if p.min_p > 0:
-        chain.add(llama_cpp.llama_sampler_init_min_p(p.min_p, 1))
-    chain.add(llama_cpp.llama_sampler_init_temp(p.temperature))
-    chain.add(llama_cpp.llama_sampler_init_dist(dist_seed(p.seed)))
-    return chain
+    return sampler_chain(model, p, dist_seed(p.seed))
 
 
 def constrain_to_call(model: LlamaModel, seq) -> bool:

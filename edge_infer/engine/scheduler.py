@@ -6,8 +6,9 @@ request can reuse the longest common prefix (multi-turn chat skips its history).
 All slots share one pool of KV cells: a request is admitted only when its prompt fits
 beside what the running ones hold, and when a step needs more cells than are free idle
 slots' leftovers are evicted, then the youngest running sequence is preempted (vLLM's
-policy); a preempted sequence waits at the head of the queue and resumes. Preemption is
-decided here only (make_room, kv_was_full); SlotMemory carries out what leaves the cache.
+policy); a preempted sequence waits at the head of the queue and resumes. Every decision is
+made here; the KV pool (kv/pool.py, nano-vllm's BlockManager) is called one way to carry it
+out and knows nothing of queues.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import itertools
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
 
 from edge_infer.engine.postprocess import Sampled, Vocab, postprocess_token
 from edge_infer.engine.sequence import Sequence, Status
 from edge_infer.engine.step_cost import StepCost
-from edge_infer.engine.slots import CellLedger, Slot, cells_in_use, common_prefix
+from edge_infer.engine.kv.pool import Admission, KvPool
+from edge_infer.engine.kv.slots import Slot, common_prefix
 
-__all__ = ["Admission", "BatchItem", "Scheduler", "Slot", "cells_in_use", "common_prefix", "SMALL_LOSS"]
+__all__ = ["Admission", "BatchItem", "Scheduler", "SMALL_LOSS", "common_prefix"]
 
 log = logging.getLogger("edge_infer.engine")
 _tick = itertools.count()
@@ -46,26 +47,12 @@ class BatchItem:
     rows: list[int] = field(default_factory=list)  # logits rows of every token, when drafted
 
 
-@dataclass
-class Admission:
-    seq: Sequence
-    slot: Slot
-    keep: int                  # prompt tokens whose KV is reused (not evaluated again)
-    donor: Slot | None = None  # another slot the first `keep` cells are shared from
-    restore: bool = False      # the first `keep` tokens come from the prompt cache
-
-
 class Scheduler:
-    def __init__(self, n_slots: int, n_batch: int, share_prefixes: bool = False,
-                 n_ctx_seq: int | None = None, pool_cells: int | None = None,
-                 cached_prefix=None):
-        ledger = CellLedger()  # one pool: a shared prefix's cells count once
-        self.slots = [Slot(i, ledger=ledger) for i in range(n_slots)]
+    def __init__(self, kv: KvPool, n_batch: int, n_ctx_seq: int | None = None, share_prefixes: bool = False):
+        self.kv = kv
+        self.slots = kv.slots
         self.n_batch = n_batch
         self.n_ctx_seq = n_ctx_seq  # tokens one sequence may hold (None: no limit)
-        self.pool_cells = pool_cells  # KV cells all slots share (None: no limit)
-        # tokens -> length of the longest saved prefix in the prompt cache (0: none)
-        self.cached_prefix = cached_prefix or (lambda tokens: 0)
         # Share a prefix held by another slot (llama.cpp's seq_cp: in one unified KV buffer
         # the cells are tagged with both sequences, nothing is copied). Requests with the same
         # system prompt then evaluate it once, and a free slot's own history survives.
@@ -73,10 +60,6 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.step_cost = StepCost()  # the engine times its decodes into it; drafts follow it
-        # How cells leave the pool (the engine's SlotMemory: an idle slot's are saved to the
-        # prompt cache first); bookkeeping alone here, for tests without llama.cpp.
-        self.evict: Callable[[Slot], None] = lambda slot: slot.trim(0)
-        self.forget: Callable[[Slot], None] = lambda slot: slot.trim(0)
         self.preemptions = 0  # running sequences taken off their slot for room
 
     def add(self, seq: Sequence) -> None:
@@ -128,7 +111,7 @@ class Scheduler:
             else:
                 best = max(free, key=lambda s: (reuse[s.id], -s.last_used))
                 keep = reuse[best.id]
-            saved = min(self.cached_prefix(tokens), limit)
+            saved = min(self.kv.cached_prefix(tokens), limit)
             restore = saved > keep
             if restore:
                 keep, donor = saved, None
@@ -145,39 +128,23 @@ class Scheduler:
     def cells_held(self) -> int:
         """Cells the running sequences hold or will take to finish their prompts, plus one
         each for the next decode step: what admission must leave to them."""
-        # A slot's cells past its sequence's n_past are leftovers the engine trims on start.
-        held = len(set().union(*(s.cells[:s.seq.n_past] for s in self.slots if s.seq is not None)))
-        return held + sum(max(0, seq.prefill_left) if seq.status is Status.PREFILL else 1
-                          for seq in self.running)
+        return self.kv.cells_kept() + sum(max(0, seq.prefill_left) if seq.status is Status.PREFILL else 1
+                                          for seq in self.running)
 
     def fits(self, n_tokens: int) -> bool:
         """Does a sequence of n_tokens fit beside the running ones? (Idle slots' leftovers
         do not count: they are evicted when the cells are needed.) With nothing running,
         anything fits: submit() already refused prompts longer than one sequence may hold."""
-        if self.pool_cells is None or not self.running:
+        if self.kv.pool_cells is None or not self.running:
             return True
-        return self.cells_held() + n_tokens <= self.pool_cells
-
-    def free_cells(self) -> int:
-        if self.pool_cells is None:
-            return 1 << 62
-        return self.pool_cells - cells_in_use(self.slots)
-
-    def idle_victim(self, but: Slot | None = None) -> Slot | None:
-        """The least recently used slot with no sequence that still holds cells."""
-        idle = [s for s in self.slots if s.seq is None and s.cells and s is not but]
-        return min(idle, key=lambda s: s.last_used, default=None)
+        return self.cells_held() + n_tokens <= self.kv.pool_cells
 
     # ---- preemption: decided here only --------------------------------------------------
     def make_room(self, items: list[BatchItem]) -> list[BatchItem]:
         """Free cells until the step fits: idle leftovers first (least recently used, saved to
         the prompt cache by `evict`), then the youngest running sequence is preempted. Returns
         the step, planned again when anything was preempted."""
-        while items and sum(len(it.tokens) for it in items) > self.free_cells():
-            victim = self.idle_victim()
-            if victim is not None:
-                self.evict(victim)
-                continue
+        while items and not self.kv.free_up(sum(len(it.tokens) for it in items)):
             if self.preempt_youngest() is None:
                 break
             items = self.plan()
@@ -191,7 +158,7 @@ class Scheduler:
             return False
         slot = self.slots[self.running[-1].slot]
         self.preempt_youngest("llama.cpp's KV cache was fuller than counted", logging.WARNING)
-        self.forget(slot)
+        self.kv.forget(slot)
         return True
 
     def preempt_youngest(self, why: str = "KV pool full", level: int = logging.INFO) -> Sequence | None:
@@ -233,7 +200,7 @@ class Scheduler:
         batch slots left after decode tokens and prompt chunks, never a preemption, and stay
         inside the request's max_tokens and context."""
         n_tokens = sum(len(it.tokens) for it in items)
-        spare = min(budget, self.free_cells() - n_tokens, MAX_DRAFT_TOKENS_PER_STEP)
+        spare = min(budget, self.kv.free_cells() - n_tokens, MAX_DRAFT_TOKENS_PER_STEP)
         threshold = self.step_cost.threshold(n_tokens, sum(it.seq.status is Status.DECODE for it in items))
         for it in items:
             seq = it.seq

@@ -29,9 +29,9 @@ def check_draft_max(n: int) -> None:
 
 
 class Speculation:
-    def __init__(self, model, settings, runner, memory, scheduler, stats):
+    def __init__(self, model, settings, runner, kv, stats):
         self.default_max = settings.draft_max
-        self.runner, self.memory, self.scheduler, self.stats = runner, memory, scheduler, stats
+        self.runner, self.kv, self.stats = runner, kv, stats
         # Exact only where cells can be cut back: a recurrent state cannot, and a sliding
         # window may already have recycled cells the draft's positions pushed out of it.
         self.supported = not model.recurrent and (model.n_swa == 0 or settings.swa_full)
@@ -63,6 +63,6 @@ class Speculation:
         self.stats.decode_rate.add(n_accepted, time.perf_counter())
         seq.drafter.record(len(it.draft), n_accepted)
         seq.n_past -= n_rejected
-        if self.memory.drop_rejected(self.scheduler.slots[seq.slot], n_rejected):
+        if self.kv.drop_rejected(self.kv.slots[seq.slot], n_rejected):
             return sampled
         return None

@@ -95,7 +95,7 @@ class EngineSnapshot:
     ttft_p50_s: float          # over the last 100 requests
     ttft_p95_s: float
     requests: tuple[RequestSnapshot, ...] = field(default_factory=tuple)
-    # The shared KV pool and the RAM prompt cache (engine/slot_memory.py, prompt_cache.py)
+    # The shared KV pool and the RAM prompt cache (engine/kv/pool.py, kv/ram_tier.py)
     kv_preemptions_total: int = 0       # running requests taken off their slot for room
     kv_evictions_total: int = 0         # idle slots' leftovers dropped for room
     prompt_cache_entries: int = 0
@@ -105,7 +105,7 @@ class EngineSnapshot:
     prompt_cache_misses_total: int = 0
     prompt_cache_evictions_total: int = 0
     prompt_cache_restored_tokens_total: int = 0  # tokens restored instead of evaluated
-    # Its disk tier (engine/disk_cache.py): the folder's bytes (every model's) and this model's files
+    # Its disk tier (engine/kv/disk_tier.py): the folder's bytes (every model's) and this model's files
     disk_cache_entries: int = 0
     disk_cache_bytes: int = 0
     disk_cache_cap_bytes: int = 0       # 0: off

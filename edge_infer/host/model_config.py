@@ -126,7 +126,7 @@ class ModelEntry(BaseModel):
     @field_validator("rpc")
     @classmethod
     def _workers(cls, v):
-        from edge_infer.engine.rpc import parse_endpoints
+        from edge_infer.engine.devices.rpc import parse_endpoints
 
         try:
             return list(parse_endpoints(v)) if v is not None else None

@@ -56,7 +56,7 @@ class Budget:
 
 def machine_budget(ram_bytes: int | None = None, max_models: int = 0) -> Budget:
     """The default budget: a share of the RAM (and VRAM) free now, or `ram_bytes`."""
-    from edge_infer.engine.devices import this_machine
+    from edge_infer.engine.devices.devices import this_machine
 
     machine = this_machine()  # RAM and llama.cpp's GPU devices
     ram = ram_bytes if ram_bytes is not None else int(machine.ram_available * RAM_SHARE)
@@ -66,8 +66,8 @@ def machine_budget(ram_bytes: int | None = None, max_models: int = 0) -> Budget:
 
 def plan_footprint(path: Path, settings) -> Footprint:
     """The memory plan of `path` loaded with `settings`, placed on this machine's devices as
-    the engine will place it (engine/placement.py). Memory on an integrated GPU is RAM."""
-    from edge_infer.engine.placement import place
+    the engine will place it (engine/devices/placement.py). Memory on an integrated GPU is RAM."""
+    from edge_infer.engine.devices.placement import place
     from edge_infer.gguf.info import read_model_info
 
     plan = place(read_model_info(path), settings, warn=False).plan

@@ -20,7 +20,7 @@ def answering_workers(settings: EngineSettings, name: str) -> EngineSettings:
     """`settings` with only the workers that answer a probe now."""
     if not settings.rpc:
         return settings
-    from edge_infer.engine.rpc import probe  # not at import: the engine package loads llama.cpp
+    from edge_infer.engine.devices.rpc import probe  # not at import: the engine package loads llama.cpp
 
     alive = []
     for endpoint in settings.rpc:

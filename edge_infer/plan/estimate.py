@@ -2,7 +2,7 @@
 
 Mirrors llama.cpp's own sizing (src/llama-context.cpp, llama-kv-cache-iswa.cpp)
 so the numbers match what it reports after loading ("KV buffer size", "compute
-buffer size"; engine/load_report.py reads those back for checking).
+buffer size"; engine/native/load_report.py reads those back for checking).
 
 `ctx` is per sequence, as in EngineSettings. With one unified KV buffer llama.cpp gets
 n_ctx = the pool's cells (plan/kv_pool.py: --kv-budget, default two contexts); with split

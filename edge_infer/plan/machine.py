@@ -1,6 +1,6 @@
 """This machine's memory: RAM and the devices llama.cpp can place layers on.
 
-The device list comes from llama.cpp's backend registry (engine/devices.py reads it after
+The device list comes from llama.cpp's backend registry (engine/devices/devices.py reads it after
 the backends are loaded): a CUDA, ROCm, Vulkan, Metal or SYCL GPU, an integrated GPU, later
 a remote RPC worker, each with the free and total memory its backend reports. The plan
 knows nothing of llama.cpp: every decision in plan.fit takes a Machine, so tests and the

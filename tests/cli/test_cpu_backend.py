@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from edge_infer.engine import cpu
+from edge_infer.engine.native import cpu
 
 LONG_PROMPT = "word " * 300
 
@@ -66,7 +66,7 @@ def test_bad_backend_settings_are_one_line_errors(smollm2_path, args, env, messa
 
 def test_a_variant_the_cpu_cannot_run_is_refused_before_loading():
     """Decided from the CPU's flags before any backend is loaded: a laptop's flags, faked."""
-    from edge_infer.engine.backend import load_backends
+    from edge_infer.engine.native.backend import load_backends
     from edge_infer.errors import EdgeInferError
 
     laptop = cpu.CpuFeatures("x86_64", cpu.X86_VARIANTS["haswell"])
@@ -96,7 +96,7 @@ def test_the_venv_answers_on_a_haswell_cpu_under_qemu(smollm2_path):
 
 
 def _lib_dir():
-    from edge_infer.engine.backend import lib_dir
+    from edge_infer.engine.native.backend import lib_dir
     return lib_dir()
 
 

@@ -10,9 +10,9 @@ import os
 
 import pytest
 
-from edge_infer.engine import disk_cache as dc
-from edge_infer.engine.disk_cache import DiskCache
-from edge_infer.engine.kv_file import SUFFIX, StateKey, read_header
+from edge_infer.engine.kv import disk_tier as dc
+from edge_infer.engine.kv.disk_tier import DiskCache
+from edge_infer.engine.kv.kv_file import SUFFIX, StateKey, read_header
 from edge_infer.plan.cache_sizes import RAM_CEILING, RAM_FLOOR, disk_cache_bytes, prompt_cache_bytes
 from edge_infer.units import GiB, MiB
 

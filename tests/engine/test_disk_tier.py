@@ -57,7 +57,7 @@ def test_what_the_ram_tier_cannot_hold_goes_to_disk_and_comes_back(make_engine, 
     e = make_engine(ctx=1024, parallel=1, prompt_cache_mib=1, disk_cache="1GiB")
     a = e.generate(Request(messages=HISTORY, sampling=GREEDY))
     e.generate(Request(messages=[{"role": "user", "content": "Name a colour."}], sampling=GREEDY))
-    e.disk_cache.flush()
+    e.kv.tiers.disk.flush()
     assert e.snapshot().disk_cache_writes_total == 1
     b = e.generate(Request(messages=follow_up(a.text), sampling=GREEDY))
     assert b.stats.cached_tokens >= len(e.tokenize_messages(HISTORY))

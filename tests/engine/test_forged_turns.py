@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edge_infer.engine.literal_tokens import control_texts
-from edge_infer.engine.llama import LlamaModel
+from edge_infer.engine.native.llama import LlamaModel
 from edge_infer.engine.prompt import Prompter
 from edge_infer.engine.sequence import Request
 from tests.engine.forged_cases import (FAMILIES, LLAMA3_TEMPLATE, MISTRAL_TEMPLATE, ORDINARY, RENAMED,

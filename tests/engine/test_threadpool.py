@@ -2,7 +2,7 @@
 close, and the same output as ggml's throwaway pool per graph."""
 
 from edge_infer.engine import Request, SamplingParams
-from edge_infer.engine.threadpool import ThreadpoolParams, GGML_MAX_N_THREADS
+from edge_infer.engine.native.threadpool import ThreadpoolParams, GGML_MAX_N_THREADS
 
 PROMPT = "<|im_start|>user\nName three colours.<|im_end|>\n<|im_start|>assistant\n"
 

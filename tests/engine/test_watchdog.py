@@ -8,7 +8,9 @@ import pytest
 
 from edge_infer.engine import Request, SamplingParams
 from edge_infer.engine import sampling
-from edge_infer.engine.llama import ContextParams, LlamaBatch, LlamaContext, LlamaModel, SamplerChain
+from edge_infer.engine.native.context import ContextParams, LlamaBatch, LlamaContext
+from edge_infer.engine.native.llama import LlamaModel
+from edge_infer.engine.native.sampler import SamplerChain
 from edge_infer.errors import EngineClosedError
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8)

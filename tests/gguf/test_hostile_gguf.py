@@ -228,12 +228,13 @@ def test_inspect_refuses_in_one_line(tmp_path):
 def test_load_refuses_before_llama_cpp(tmp_path, monkeypatch):
     from edge_infer.config import EngineSettings
     from edge_infer.engine import engine as engine_mod
-    from edge_infer.engine import llama
+    from edge_infer.engine import loading
+    from edge_infer.engine.native import llama
 
     def never(*a, **kw):
         raise AssertionError("llama.cpp was handed a refused file")
 
-    monkeypatch.setattr(engine_mod, "load_model", never)
+    monkeypatch.setattr(loading, "load_model", never)
     monkeypatch.setattr(llama.LlamaModel, "__init__", never)
     for path in refused_files(tmp_path).values():
         with pytest.raises(GGUFLimitError, match="refused: GGUF"):

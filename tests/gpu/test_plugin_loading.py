@@ -13,8 +13,8 @@ CHILD = """
 import json, sys
 from pathlib import Path
 from edge_infer.config import EngineSettings
-from edge_infer.engine.llama import LlamaModel, init_backend
-from edge_infer.engine.placement import place
+from edge_infer.engine.native.llama import LlamaModel, init_backend
+from edge_infer.engine.devices.placement import place
 from edge_infer.gguf.info import read_model_info
 
 def mapped():
@@ -47,7 +47,7 @@ def test_a_cpu_only_model_loads_no_gpu_plugin_until_devices_are_asked_for(gpu_en
 
 
 def test_without_a_device_file_or_the_variable_the_plugin_stays_unloaded(gpu_env, smollm2_path):
-    from edge_infer.engine import gpu_probe
+    from edge_infer.engine.native import gpu_probe
 
     env = {k: v for k, v in gpu_env.items() if k != gpu_probe.VK_VISIBLE}
     here, _ = gpu_probe.plugin_wanted("vulkan", "linux", env, gpu_probe.gpu_device_files())

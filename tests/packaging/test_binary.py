@@ -137,7 +137,7 @@ def test_serve_on_a_socket_answers_a_chat_completion(binary, clean_env, smollm2_
 def test_bundle_carries_the_cpu_variants(binary, clean_env, smollm2_path):
     """The binary is built from the portable llama.cpp: every CPU variant rides along and
     the one for this CPU is picked at run time."""
-    from edge_infer.engine import cpu
+    from edge_infer.engine.native import cpu
 
     r = run(binary, clean_env, "inspect", smollm2_path, "--json")
     assert r.returncode == 0, r.stderr
@@ -186,7 +186,7 @@ def test_a_model_on_a_worker_answers_through_the_binary(binary, clean_env, smoll
     sock = tmp_path / "ei.sock"
     serve = None
     try:
-        from edge_infer.engine.rpc import probe
+        from edge_infer.engine.devices.rpc import probe
 
         deadline = time.monotonic() + 60
         while True:

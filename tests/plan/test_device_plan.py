@@ -90,7 +90,7 @@ def test_more_layers_than_the_model_are_clamped(smol):
 
 
 def test_placement_refuses_what_a_device_cannot_hold(smol):
-    from edge_infer.engine.placement import place
+    from edge_infer.engine.devices.placement import place
 
     machine = Machine(8 * GiB, 8 * GiB, gpus(16 * 1024), True)
     settings = EngineSettings(ctx=4096, parallel=1, n_gpu_layers=-1, gpu_memory="50MiB")
@@ -111,7 +111,7 @@ def test_placement_refuses_what_a_device_cannot_hold(smol):
 
 
 def test_two_gpus_get_the_plans_split(smol):
-    from edge_infer.engine.placement import place
+    from edge_infer.engine.devices.placement import place
 
     placed = place(smol, EngineSettings(ctx=4096, parallel=1), Machine(8 * GiB, 8 * GiB, gpus(3000, 1000), True))
     # By budget, less the last device's output layer and compute buffer.
@@ -121,7 +121,7 @@ def test_two_gpus_get_the_plans_split(smol):
 
 
 def test_llama_cpp_buffer_report_by_device():
-    from edge_infer.engine.load_report import device_buffers
+    from edge_infer.engine.native.load_report import device_buffers
 
     log = ["load_tensors:      Vulkan0 model buffer size =    92.10 MiB\n",
            "load_tensors:   CPU_Mapped model buffer size =    27.00 MiB\n",

@@ -37,7 +37,7 @@ def _mib(lines, kind):
 
 def llama_buffers(path, *, ctx, parallel, n_batch=512, kv_unified=False, swa_full=False, flash_attn=True):
     """(KV MiB, compute MiB) llama.cpp reports for one context of this shape."""
-    from edge_infer.engine.llama import init_backend
+    from edge_infer.engine.native.llama import init_backend
 
     init_backend()  # the portable build loads its CPU backend here (llama_backend_init does not)
     with captured_llama_log() as lines:

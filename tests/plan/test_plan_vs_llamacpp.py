@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from edge_infer.config import EngineSettings
-from edge_infer.engine.load_report import kv_bytes_reported
+from edge_infer.engine.native.load_report import kv_bytes_reported
 from edge_infer.gguf.info import read_model_info
 from edge_infer.plan import Machine, plan_settings
 from edge_infer.units import GiB, MiB

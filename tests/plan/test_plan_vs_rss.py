@@ -13,7 +13,7 @@ import json, sys
 import psutil
 from edge_infer.config import EngineSettings
 from edge_infer.engine import Engine, Request, SamplingParams
-from edge_infer.engine.llama import init_backend
+from edge_infer.engine.native.llama import init_backend
 from edge_infer.gguf.info import read_model_info
 from edge_infer.plan import engine_estimate_kwargs, estimate_memory
 

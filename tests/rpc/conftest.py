@@ -20,7 +20,7 @@ def require_rpc_plugin() -> None:
     under CI its absence is a failure; a bare `pytest` without it skips, saying how to get it."""
     import os
 
-    from edge_infer.engine.backend import lib_dir, rpc_plugin
+    from edge_infer.engine.native.backend import lib_dir, rpc_plugin
 
     if rpc_plugin(lib_dir()) is None:
         missing = "no RPC plug-in installed: `make rpc` builds it (make test does)"
@@ -36,7 +36,7 @@ class Worker:
         self.proc = subprocess.Popen([sys.executable, "-m", "edge_infer", "worker", "--port", str(self.port),
                                       "--mem", mem, "--threads", "1"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        from edge_infer.engine.rpc import probe
+        from edge_infer.engine.devices.rpc import probe
 
         deadline = time.monotonic() + 60
         while True:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from edge_infer.config import EngineSettings
 from edge_infer.engine import Engine, Request, SamplingParams
 from edge_infer.engine.child import ChildEngine
-from edge_infer.engine.placement import place
+from edge_infer.engine.devices.placement import place
 from edge_infer.gguf.info import read_model_info
 
 PROMPT = "The capital of France is"

@@ -152,7 +152,7 @@ def test_a_dead_engine_thread_is_503_not_a_hang(make_served):
     def crash(block):
         raise SystemExit("simulated engine crash")
     engine._take_inbox = crash
-    engine._inbox.put(None)
+    engine.inbox.wake()
     engine._thread.join(10)
     assert not engine._thread.is_alive()
     body = b"".join(response.iter_bytes())   # the running stream ends instead of hanging

@@ -3,7 +3,7 @@ AMX, no AVX-512, or be an AMD EPYC; the decision must be right for all of them."
 
 import pytest
 
-from edge_infer.engine import cpu
+from edge_infer.engine.native import cpu
 from edge_infer.errors import EdgeInferError
 
 ALL = list(cpu.X86_VARIANTS)

@@ -2,7 +2,8 @@
 
 from types import SimpleNamespace
 
-from edge_infer.engine import devices, llama
+from edge_infer.engine.devices import devices
+from edge_infer.engine.native import llama
 
 
 def test_no_plugin_names_the_one_to_build(monkeypatch):

@@ -3,8 +3,8 @@ the tests has no GPU, but the decision must be right for one with a GPU too (iss
 
 import pytest
 
-from edge_infer.engine import backend, gpu_probe
-from edge_infer.engine.gpu_probe import plugin_wanted
+from edge_infer.engine.native import backend, gpu_probe
+from edge_infer.engine.native.gpu_probe import plugin_wanted
 
 NO_GPU = frozenset()
 AMD_OR_INTEL = frozenset({"dri/card0", "dri/renderD128"})

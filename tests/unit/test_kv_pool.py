@@ -4,6 +4,7 @@ sequences and no model (engine/scheduler.py, plan/kv_pool.py)."""
 import pytest
 
 from edge_infer.engine.sampling import SamplingParams
+from edge_infer.engine.kv.pool import KvPool
 from edge_infer.engine.scheduler import Scheduler
 from edge_infer.engine.sequence import Request, Sequence, Status
 from edge_infer.errors import EdgeInferError
@@ -56,7 +57,7 @@ def running(s: Scheduler, *seqs):
 
 
 def test_admission_waits_until_the_prompt_fits_beside_the_running():
-    s = Scheduler(n_slots=4, n_batch=512, pool_cells=1000)
+    s = Scheduler(KvPool(4, pool_cells=1000), n_batch=512)
     a = seq(range(600))
     running(s, a)
     big, small = seq(range(1000, 1500)), seq(range(2000, 2010))
@@ -69,13 +70,13 @@ def test_admission_waits_until_the_prompt_fits_beside_the_running():
 
 
 def test_a_lone_request_is_always_admitted():
-    s = Scheduler(n_slots=2, n_batch=512, pool_cells=256)
+    s = Scheduler(KvPool(2, pool_cells=256), n_batch=512)
     s.add(seq(range(255)))
     assert len(s.admit()) == 1
 
 
 def test_preempting_the_youngest_and_resuming_without_repeating_a_token():
-    s = Scheduler(n_slots=2, n_batch=512, pool_cells=2048)
+    s = Scheduler(KvPool(2, pool_cells=2048), n_batch=512)
     old, young = seq([1, 2, 3]), seq([7, 8, 9])
     running(s, old, young)
     young.generated = [40, 41, 42]  # 40 and 41 are in the cache, 42 is sampled, not yet fed
@@ -87,7 +88,7 @@ def test_preempting_the_youngest_and_resuming_without_repeating_a_token():
     assert list(s.waiting) == [young] and s.running == [old]
     assert young.status is Status.WAITING and young.slot == -1 and young.n_past == 0
     assert young.prefill_tokens == [7, 8, 9, 40, 41] and young.next_token == 42
-    assert s.idle_victim() is s.slots[1]  # its old slot keeps the cells until evicted
+    assert s.kv.idle_victim() is s.slots[1]  # its old slot keeps the cells until evicted
     s.slots[1].trim(0)
 
     (adm,) = s.admit()
@@ -102,7 +103,7 @@ def test_preempting_the_youngest_and_resuming_without_repeating_a_token():
 
 
 def test_a_resumed_sequence_may_reuse_all_of_its_cells():
-    s = Scheduler(n_slots=1, n_batch=512, pool_cells=2048)
+    s = Scheduler(KvPool(1, pool_cells=2048), n_batch=512)
     x = seq([1, 2, 3])
     running(s, x)
     x.generated, x.next_token = [4, 5], 5
@@ -113,7 +114,7 @@ def test_a_resumed_sequence_may_reuse_all_of_its_cells():
 
 
 def test_preempted_before_its_first_token_resumes_as_a_fresh_prompt():
-    s = Scheduler(n_slots=1, n_batch=512, pool_cells=2048)
+    s = Scheduler(KvPool(1, pool_cells=2048), n_batch=512)
     x = seq([1, 2, 3])
     s.add(x)
     s.admit()
@@ -122,20 +123,20 @@ def test_preempted_before_its_first_token_resumes_as_a_fresh_prompt():
 
 
 def test_idle_victim_is_the_least_recently_used_leftover():
-    s = Scheduler(n_slots=3, n_batch=512, pool_cells=2048)
+    s = Scheduler(KvPool(3, pool_cells=2048), n_batch=512)
     a, b, c = seq([1]), seq([2]), seq([3])
     running(s, a, b, c)
     for x in (b, a):
         s.finish(x)
-    assert s.idle_victim() is s.slots[0]  # a and b are idle; a was admitted first
-    assert s.idle_victim(but=s.slots[0]) is s.slots[1]
-    assert s.free_cells() == 2048 - 3
+    assert s.kv.idle_victim() is s.slots[0]  # a and b are idle; a was admitted first
+    assert s.kv.idle_victim(but=s.slots[0]) is s.slots[1]
+    assert s.kv.free_cells() == 2048 - 3
 
 
 def test_a_new_conversation_overwrites_the_least_recently_used_history():
     # Every slot holds a long history; the new prompt shares nothing: the oldest one goes,
     # not the one that happens to be a few tokens shorter (that was the newest here).
-    s = Scheduler(n_slots=3, n_batch=512, share_prefixes=True, pool_cells=10_000)
+    s = Scheduler(KvPool(3, pool_cells=10_000), n_batch=512, share_prefixes=True)
     for i, n in enumerate((900, 900, 878)):
         x = seq(list(range(i * 1000, i * 1000 + n)))
         running(s, x)

@@ -3,6 +3,7 @@ drafts into a batch (fake sequences, no model)."""
 
 from edge_infer.engine.ngram import MAX_DRAFT, PRIORS, NgramDrafter
 from edge_infer.engine.sampling import SamplingParams
+from edge_infer.engine.kv.pool import KvPool
 from edge_infer.engine.scheduler import MAX_DRAFT_TOKENS_PER_STEP, Scheduler
 from edge_infer.engine.sequence import Request, Sequence, Status
 from edge_infer.engine.step_cost import MARGIN, PRIOR_RATIO, StepCost
@@ -121,7 +122,7 @@ def decoding(s: Scheduler, prompt, drafter, max_tokens=None, generated=0):
 
 
 def test_drafts_ride_on_the_decode_token():
-    s = Scheduler(n_slots=2, n_batch=64)
+    s = Scheduler(KvPool(2), n_batch=64)
     seq = decoding(s, [1, 2, 3], Drafter([5, 6, 7]))
     (item,) = s.plan()
     assert item.tokens == [42, 5, 6, 7] and item.draft == [5, 6, 7] and item.pos == 3
@@ -129,30 +130,30 @@ def test_drafts_ride_on_the_decode_token():
 
 
 def test_drafts_stay_inside_max_tokens_context_batch_and_free_cells():
-    s = Scheduler(n_slots=1, n_batch=64)
+    s = Scheduler(KvPool(1), n_batch=64)
     decoding(s, [1, 2, 3], Drafter(list(range(100, 130))), max_tokens=10, generated=7)
     assert s.plan()[0].draft == [100, 101]      # tokens 8 (the decode one), 9, 10
 
-    s = Scheduler(n_slots=1, n_batch=64, n_ctx_seq=8)
+    s = Scheduler(KvPool(1), n_batch=64, n_ctx_seq=8)
     decoding(s, [1, 2, 3], Drafter(list(range(100, 130))))
     assert s.plan()[0].draft == [100, 101, 102]  # positions 3..6; the last cell stays for the next token
 
-    s = Scheduler(n_slots=1, n_batch=3)
+    s = Scheduler(KvPool(1), n_batch=3)
     decoding(s, [1, 2, 3], Drafter(list(range(100, 130))))
     assert s.plan()[0].draft == [100, 101]
 
-    s = Scheduler(n_slots=1, n_batch=64, pool_cells=6)
+    s = Scheduler(KvPool(1, pool_cells=6), n_batch=64)
     decoding(s, [1, 2, 3], Drafter(list(range(100, 130))))
     assert s.plan()[0].draft == [100, 101]      # 3 cells held, the decode token takes one
 
-    s = Scheduler(n_slots=3, n_batch=512)
+    s = Scheduler(KvPool(3), n_batch=512)
     for i in range(3):
         decoding(s, [i, 1, 2], Drafter(list(range(100, 130))))
     assert sum(len(it.draft) for it in s.plan()) == MAX_DRAFT_TOKENS_PER_STEP
 
 
 def test_no_drafts_for_prompts_or_without_a_drafter():
-    s = Scheduler(n_slots=2, n_batch=64)
+    s = Scheduler(KvPool(2), n_batch=64)
     plain = decoding(s, [1, 2, 3], None)
     prefilling = Sequence(Request(prompt_tokens=[4, 5, 6], sampling=SamplingParams()), [4, 5, 6], stream=None)
     prefilling.drafter = Drafter([9, 9])

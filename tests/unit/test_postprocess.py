@@ -6,6 +6,7 @@ import pytest
 
 from edge_infer.engine.postprocess import NO_ALLOWED_TOKEN, Sampled, postprocess_token
 from edge_infer.engine.sampling import SamplingParams
+from edge_infer.engine.kv.pool import KvPool
 from edge_infer.engine.scheduler import BatchItem, Scheduler
 from edge_infer.engine.sequence import Request, Sequence, Status
 
@@ -120,7 +121,7 @@ def test_end_releases_text_held_back_unless_stopped():
 
 
 def test_scheduler_postprocess_uses_its_context_limit():
-    sched = Scheduler(n_slots=2, n_batch=8, n_ctx_seq=4)
+    sched = Scheduler(KvPool(2), n_batch=8, n_ctx_seq=4)
     a, b = seq(prompt=[1, 2, 3]), seq(prompt=[1, 2, 3, 4])
     outs = list(sched.postprocess([Sampled(a, 5), Sampled(b, 5)], VOCAB))
     assert [o.seq for o in outs] == [a, b]
@@ -128,7 +129,7 @@ def test_scheduler_postprocess_uses_its_context_limit():
 
 
 def test_decoded_records_the_cache_and_returns_what_to_sample():
-    sched = Scheduler(n_slots=2, n_batch=8)
+    sched = Scheduler(KvPool(2), n_batch=8)
     long, short = queued(prompt=list(range(6))), queued(prompt=[7, 8])
     for s in (long, short):
         sched.add(s)
@@ -142,7 +143,7 @@ def test_decoded_records_the_cache_and_returns_what_to_sample():
 
 @pytest.mark.parametrize("why", ["cancelled", "abandoned", "deadline"])
 def test_take_dropped_ends_waiting_and_running_sequences(why):
-    sched = Scheduler(n_slots=1, n_batch=8)
+    sched = Scheduler(KvPool(1), n_batch=8)
     running, waiting, kept = queued(), queued(), queued()
     for s in (running, waiting, kept):
         sched.add(s)

@@ -1,6 +1,6 @@
 """PromptCache: LRU by bytes, longest-prefix take (fake data, no llama.cpp)."""
 
-from edge_infer.engine.prompt_cache import PromptCache
+from edge_infer.engine.kv.ram_tier import PromptCache
 
 
 def test_take_returns_and_removes_the_longest_prefix():
@@ -36,8 +36,8 @@ def test_put_same_tokens_replaces():
 
 def test_an_entry_past_the_prompt_gives_what_they_share_when_its_tail_is_short():
     """The same question asked again: the entry (question and reply) goes past the prompt."""
-    from edge_infer.engine.prompt_cache import PARTIAL_TAIL
-    from edge_infer.engine.slots import common_prefix
+    from edge_infer.engine.kv.ram_tier import PARTIAL_TAIL
+    from edge_infer.engine.kv.slots import common_prefix
 
     c = PromptCache(10_000)
     question = tuple(range(40))
@@ -52,7 +52,7 @@ def test_an_entry_past_the_prompt_gives_what_they_share_when_its_tail_is_short()
 
 
 def test_both_tiers_use_a_saved_state_by_one_rule():
-    from edge_infer.engine.prompt_cache import PARTIAL_TAIL, usable_prefix
+    from edge_infer.engine.kv.ram_tier import PARTIAL_TAIL, usable_prefix
 
     saved = tuple(range(2000))
     assert usable_prefix(saved[:100], saved) == 100                      # a follow-up turn: all of it

@@ -8,8 +8,8 @@ import pytest
 
 from edge_infer.cli import main
 from edge_infer.engine.child import portable
-from edge_infer.engine.load_report import device_buffers
-from edge_infer.engine.rpc import parse_endpoints, probe
+from edge_infer.engine.native.load_report import device_buffers
+from edge_infer.engine.devices.rpc import parse_endpoints, probe
 from edge_infer.errors import EdgeInferError, WorkerError
 from edge_infer.host.model_config import ModelConfigError, load_models_config
 from edge_infer.units import MiB

@@ -1,6 +1,7 @@
 """Scheduler decisions with fake sequences (no model): slots, prefix choice, batch plan."""
 
 from edge_infer.engine.sampling import SamplingParams
+from edge_infer.engine.kv.pool import KvPool
 from edge_infer.engine.scheduler import SMALL_LOSS, Scheduler, common_prefix
 from edge_infer.engine.sequence import Request, Sequence, Status
 
@@ -16,7 +17,7 @@ def test_common_prefix():
 
 
 def test_admits_fcfs_until_slots_run_out():
-    s = Scheduler(n_slots=2, n_batch=64)
+    s = Scheduler(KvPool(2), n_batch=64)
     a, b, c = seq([1, 2]), seq([3, 4]), seq([5, 6])
     for x in (a, b, c):
         s.add(x)
@@ -28,7 +29,7 @@ def test_admits_fcfs_until_slots_run_out():
 
 
 def test_picks_the_slot_with_the_longest_common_prefix():
-    s = Scheduler(n_slots=3, n_batch=64)
+    s = Scheduler(KvPool(3), n_batch=64)
     s.slots[0].cached = [9, 9, 9]
     s.slots[1].cached = [1, 2, 3, 4, 5]
     s.slots[2].cached = [1, 2]
@@ -39,7 +40,7 @@ def test_picks_the_slot_with_the_longest_common_prefix():
 
 
 def test_always_leaves_one_prompt_token_to_evaluate():
-    s = Scheduler(n_slots=1, n_batch=64)
+    s = Scheduler(KvPool(1), n_batch=64)
     s.slots[0].cached = [1, 2, 3, 4]
     s.add(seq([1, 2, 3]))
     (got,) = s.admit()
@@ -47,7 +48,7 @@ def test_always_leaves_one_prompt_token_to_evaluate():
 
 
 def test_ties_go_to_the_least_recently_used_slot():
-    s = Scheduler(n_slots=2, n_batch=64)
+    s = Scheduler(KvPool(2), n_batch=64)
     first = seq([1])
     s.add(first)
     slot_a = s.admit()[0].slot
@@ -58,7 +59,7 @@ def test_ties_go_to_the_least_recently_used_slot():
 
 
 def test_plan_puts_decode_tokens_first_then_chunks_prompts():
-    s = Scheduler(n_slots=3, n_batch=8)
+    s = Scheduler(KvPool(3), n_batch=8)
     dec = seq([1, 2])
     s.add(dec)
     s.admit()
@@ -76,7 +77,7 @@ def test_plan_puts_decode_tokens_first_then_chunks_prompts():
 
 
 def test_chunked_prefill_resumes_where_it_stopped():
-    s = Scheduler(n_slots=1, n_batch=4)
+    s = Scheduler(KvPool(1), n_batch=4)
     p = seq(list(range(10)))
     s.add(p)
     s.admit()
@@ -92,7 +93,7 @@ SYSTEM = [7, 7, 7, 7, 7, 7]
 
 
 def test_sharing_takes_a_busy_slots_prefix_and_keeps_free_histories():
-    s = Scheduler(n_slots=3, n_batch=64, share_prefixes=True)
+    s = Scheduler(KvPool(3), n_batch=64, share_prefixes=True)
     busy = seq(SYSTEM + [1, 1])
     s.add(busy)
     s.admit()
@@ -108,7 +109,7 @@ def test_sharing_takes_a_busy_slots_prefix_and_keeps_free_histories():
 
 
 def test_sharing_overwrites_short_leftovers_to_keep_the_cache_compact():
-    s = Scheduler(n_slots=3, n_batch=64, share_prefixes=True)
+    s = Scheduler(KvPool(3), n_batch=64, share_prefixes=True)
     s.slots[1].cached = SYSTEM + [2] * 40                 # a short finished request
     new = seq(SYSTEM + [3, 3])
     s.add(new)
@@ -117,7 +118,7 @@ def test_sharing_overwrites_short_leftovers_to_keep_the_cache_compact():
 
 
 def test_sharing_continues_a_conversation_in_its_own_slot():
-    s = Scheduler(n_slots=2, n_batch=64, share_prefixes=True)
+    s = Scheduler(KvPool(2), n_batch=64, share_prefixes=True)
     s.slots[0].cached = SYSTEM + [2, 2]
     turn = seq(SYSTEM + [2, 2, 9, 9])
     s.add(turn)
@@ -126,7 +127,7 @@ def test_sharing_continues_a_conversation_in_its_own_slot():
 
 
 def test_a_donor_given_out_in_the_same_round_shares_only_what_it_keeps():
-    s = Scheduler(n_slots=2, n_batch=64, share_prefixes=True)
+    s = Scheduler(KvPool(2), n_batch=64, share_prefixes=True)
     s.slots[0].cached = SYSTEM + [4, 4, 4]
     s.slots[1].cached = [8] * 12
     a = seq(SYSTEM[:3] + [5])        # continues slot 0 for 3 tokens; slot 0 will hold only those
@@ -139,7 +140,7 @@ def test_a_donor_given_out_in_the_same_round_shares_only_what_it_keeps():
 
 
 def test_no_sharing_without_the_flag():
-    s = Scheduler(n_slots=2, n_batch=64)
+    s = Scheduler(KvPool(2), n_batch=64)
     busy = seq(SYSTEM + [1])
     s.add(busy)
     s.admit()
@@ -150,7 +151,7 @@ def test_no_sharing_without_the_flag():
 
 
 def test_cells_in_use_counts_shared_cells_once():
-    from edge_infer.engine.slots import CellLedger, Slot, cells_in_use
+    from edge_infer.engine.kv.slots import CellLedger, Slot, cells_in_use
 
     pool = CellLedger()
     a, b = Slot(0, ledger=pool), Slot(1, ledger=pool)

@@ -1,4 +1,4 @@
-"""The context's CPU threadpools (engine/threadpool.py), with ggml and llama.cpp faked: a pool
+"""The context's CPU threadpools (engine/native/threadpool.py), with ggml and llama.cpp faked: a pool
 is never freed while the context may still hold it. ggml's CPU backend pauses the pool it
 computed with last when the context hands it another, at the next decode; freeing the old one
 at a poll change made that pause lock freed memory (servers hung in llama_decode, or aborted)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from edge_infer.engine import threadpool
+from edge_infer.engine.native import threadpool
 
 
 class FakeGgml:

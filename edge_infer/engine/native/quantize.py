@@ -11,7 +11,7 @@ import re
 import threading
 from pathlib import Path
 
-from edge_infer.engine.llama import capture_log, init_backend
+from edge_infer.engine.native.llama import capture_log, init_backend
 from edge_infer.errors import QuantizeError
 from edge_infer.gguf import quant_types
 from edge_infer.gguf.info import read_model_info

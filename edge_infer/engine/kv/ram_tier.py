@@ -3,7 +3,7 @@
 A conversation that loses its slot leaves its KV here (--prompt-cache-mib); a follow-up
 turn whose prompt starts with those tokens restores them instead of evaluating them again, and
 so does the same short question asked again (the entry is restored and its tail dropped).
-Pure Python: the bytes come from engine/kv_state.py, this only decides what to keep.
+Pure Python: the bytes come from engine/native/kv_state.py, this only decides what to keep.
 Not thread-safe: the engine thread alone uses it.
 """
 
@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from edge_infer.engine.slots import common_prefix
+from edge_infer.engine.kv.slots import common_prefix
 
 
 # Restoring copies a whole entry, evaluating its shared part costs compute: an entry whose tail

@@ -22,8 +22,8 @@ _KINDS = {0: CPU, 1: GPU, 2: IGPU, 3: ACCEL}
 def list_devices(gpus: bool = True) -> tuple[Device, ...]:
     """Every device llama.cpp has registered, in its order, with free and total memory now.
     gpus=False: those registered so far, without loading GPU plug-ins for this call."""
-    from edge_infer.engine import backend
-    from edge_infer.engine.llama import init_backend
+    from edge_infer.engine.native import backend
+    from edge_infer.engine.native.llama import init_backend
 
     init_backend(gpus=gpus)
     ggml = backend.ggml_library()
@@ -52,7 +52,7 @@ def _max_tensor(ggml, dev, name: str, kind: str, total: int) -> int:
     backend itself (ggml_backend_dev_supports_op on an unallocated F32 add, bisected). Vulkan
     refuses ops on tensors over maxStorageBufferRange (128 MiB on Mesa's llvmpipe), and then
     llama.cpp keeps such a weight, and its op, on the CPU."""
-    from edge_infer.engine.backend import GgmlInitParams
+    from edge_infer.engine.native.backend import GgmlInitParams
 
     if kind == CPU or name in _max_tensor_cache:
         return _max_tensor_cache.get(name, 0)
@@ -86,17 +86,17 @@ def this_machine(workers: tuple[str, ...] = (), gpus: bool = True) -> Machine:
     machine = machines.detect_machine(lambda: list_devices(gpus))
     if not workers or any(d.kind == REMOTE for d in machine.gpus):
         return machine
-    from edge_infer.engine.rpc import worker_devices
+    from edge_infer.engine.devices.rpc import worker_devices
 
     return replace(machine, gpus=worker_devices(workers) + machine.gpus, gpu_offload=True)
 
 
 def missing_plugin_hint() -> str:
     """What to build when a GPU was asked for and none is loaded."""
-    from edge_infer.engine.llama import init_backend
+    from edge_infer.engine.native.llama import init_backend
 
     info = init_backend()
-    if info.gpu_plugins_skipped:  # engine/gpu_probe.py: no device file for it on this machine
+    if info.gpu_plugins_skipped:  # engine/native/gpu_probe.py: no device file for it on this machine
         return "; ".join(f"{name} not loaded: {why}" for name, why in info.gpu_plugins_skipped.items())
     if info.gpu_plugins:
         return (f"llama.cpp loaded no GPU from {', '.join(info.gpu_plugins)}: check the GPU driver "

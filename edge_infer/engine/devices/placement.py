@@ -52,13 +52,13 @@ def place(info: ModelInfo, settings, machine: Machine | None = None, *, warn: bo
         raise EdgeInferError(f"--n-gpu-layers must be -1 (all), 0 (CPU only) or a layer count, not {asked}")
     cap = gpu_memory_cap(s.gpu_memory)
     if machine is None:
-        from edge_infer.engine.devices import this_machine
+        from edge_infer.engine.devices.devices import this_machine
 
         # --n-gpu-layers 0 asks for the CPU only: no GPU plug-in (and its driver) loads for it.
         machine = this_machine(s.rpc, gpus=asked != 0)
     machine = machine.capped(cap)
     if warn and asked and not machine.devices:
-        from edge_infer.engine.devices import missing_plugin_hint
+        from edge_infer.engine.devices.devices import missing_plugin_hint
 
         log.warning("--n-gpu-layers %d: no GPU device, every layer stays on the CPU (%s)", asked, missing_plugin_hint())
     # Auto leaves a tenth of each device free (other programs, the driver); a number the
@@ -82,7 +82,7 @@ def place(info: ModelInfo, settings, machine: Machine | None = None, *, warn: bo
 def load_model(path, placement: Placement, load_log: list[str]):
     """LlamaModel with the placement's layers and split. A load llama.cpp refuses with layers
     on a device (out of its memory, most often) is one line naming the devices and the plan."""
-    from edge_infer.engine.llama import LlamaModel, ModelLoadError
+    from edge_infer.engine.native.llama import LlamaModel, ModelLoadError
 
     try:
         return LlamaModel(path, n_gpu_layers=placement.n_gpu_layers, tensor_split=placement.tensor_split)
@@ -94,23 +94,3 @@ def load_model(path, placement: Placement, load_log: list[str]):
         raise EdgeInferError(f"llama.cpp could not load {path.name} as planned ({placement.describe()})"
                              + (f": {said}" if said else "")
                              + "; try fewer --n-gpu-layers or --gpu-memory below the device's free memory") from None
-
-
-def device_memory(placement: Placement, buffers: dict[str, dict[str, int]]):
-    """DeviceMemory rows for a loaded model, the CPU first: llama.cpp's buffers by device
-    (load_report.device_buffers of its load log), the plan's bytes and layers, and each
-    device's memory now."""
-    from edge_infer.engine.devices import list_devices
-    from edge_infer.engine.stats import DeviceMemory
-
-    now = {d.name: d for d in list_devices(gpus=False)}  # a model with layers on a GPU loaded its plug-in
-    rows = []
-    for name, layers, planned in placement.plan.placement():
-        dev = now.get(name)
-        got = buffers.get(name) or (buffers.get(f"rpc:{dev.description}", {}) if dev else {})
-        rows.append(DeviceMemory(
-            device=name, kind=dev.kind if dev else ("cpu" if name == "CPU" else "gpu"), layers=layers,
-            model_bytes=got.get("model", 0), kv_bytes=got.get("KV", 0) + got.get("RS", 0),
-            compute_bytes=got.get("compute", 0), planned_bytes=planned,
-            free_bytes=dev.free_bytes if dev else 0, total_bytes=dev.total_bytes if dev else 0))
-    return tuple(rows)

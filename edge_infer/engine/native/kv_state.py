@@ -1,6 +1,6 @@
 """Save and restore one sequence's KV cells (llama_state_seq_get_data / set_data).
 
-The prompt cache (engine/prompt_cache.py) keeps these bytes for conversations that lost their
+The prompt cache (engine/kv/ram_tier.py) keeps these bytes for conversations that lost their
 slot; restoring them into a slot costs a copy instead of evaluating the history again.
 Engine thread only (the context is not thread-safe).
 """
@@ -12,7 +12,7 @@ import logging
 
 import llama_cpp
 
-from edge_infer.engine.llama import LlamaContext
+from edge_infer.engine.native.context import LlamaContext
 
 log = logging.getLogger("edge_infer.kv_state")
 

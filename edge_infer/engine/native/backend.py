@@ -2,12 +2,12 @@
 
 A portable llama.cpp (GGML_BACKEND_DL) links no CPU backend in: someone must load one
 (llama-cpp-python does not bind ggml_backend_load_all, its issue #2069, and a model load
-then says "no backends are loaded"). We load the CPU variant that engine/cpu.py chose,
+then says "no backends are loaded"). We load the CPU variant that engine/native/cpu.py chose,
 plus any GPU backend library of the build, through ctypes on the same libggml that
 libllama uses. Then we read the CPU device's extra buffer types, the input to the
 AMX decision. Process-wide and once: backends cannot be unloaded under a live model.
 GPU plug-ins load only when a caller needs devices (load_gpu_plugins), and only where a
-device file says a GPU could be found (engine/gpu_probe.py): a Vulkan plug-in loads a
+device file says a GPU could be found (engine/native/gpu_probe.py): a Vulkan plug-in loads a
 driver stack (Mesa, LLVM) that costs seconds in every process.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from edge_infer.engine import cpu, gpu_probe
+from edge_infer.engine.native import cpu, gpu_probe
 from edge_infer.errors import EdgeInferError
 
 log = logging.getLogger("edge_infer.backend")

@@ -1,6 +1,6 @@
 """llama.cpp's RPC backend: other machines' devices as devices of this process, and this
 machine's devices served to others (`edge-infer worker`). One library does both
-(libggml-rpc, `make rpc`), loaded with the other backends (engine/backend.py).
+(libggml-rpc, `make rpc`), loaded with the other backends (engine/native/backend.py).
 
 The RPC client ends the whole process when a worker cannot be reached or answers badly
 (GGML_ABORT in ggml-rpc.cpp), so every address is probed here first (connect and the
@@ -103,8 +103,8 @@ def _rpc_reg(ggml):
 def add_workers(endpoints: tuple[str, ...]) -> None:
     """Probe each worker, then register its devices with llama.cpp (as `--rpc` does);
     once per process. Their devices then come first in the offload list."""
-    from edge_infer.engine import backend
-    from edge_infer.engine.llama import init_backend
+    from edge_infer.engine.native import backend
+    from edge_infer.engine.native.llama import init_backend
 
     for e in endpoints:
         probe(e)
@@ -118,8 +118,8 @@ def add_workers(endpoints: tuple[str, ...]) -> None:
 
 def serve_devices(endpoint: str, device_names: list[str], n_threads: int, cache_dir: str | None) -> None:
     """This machine's devices for other machines' llama.cpp; blocks for ever (rpc-server's loop)."""
-    from edge_infer.engine import backend
-    from edge_infer.engine.llama import init_backend
+    from edge_infer.engine.native import backend
+    from edge_infer.engine.native.llama import init_backend
 
     init_backend()
     ggml = backend.ggml_library()

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from edge_infer.engine.sequence import Sequence
+
+class Occupant(Protocol):
+    """What the pool reads of the sequence a slot serves (engine/sequence.py's Sequence)."""
+    n_past: int                 # tokens of it whose cells are in the cache
+    prefill_tokens: list[int]   # the tokens it (re)starts from
 
 _cell_ids = itertools.count()
 
@@ -44,7 +49,7 @@ class Slot:
     # Which KV cell holds each of those positions, in our own numbering: a shared prefix
     # shares numbers, so the distinct numbers over all slots count the cells in use.
     cells: list[int] = field(default_factory=list)
-    seq: Sequence | None = None
+    seq: Occupant | None = None
     last_used: int = 0
     ledger: CellLedger = field(default_factory=CellLedger, repr=False)  # shared by a pool's slots
 

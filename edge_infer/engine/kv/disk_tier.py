@@ -1,7 +1,7 @@
 """The prompt cache's disk tier: saved KV states that outlive the RAM cache, the model's
 unload and the process (~/.cache/edge-infer/kv/, --disk-cache SIZE).
 
-One file per saved state (engine/kv_file.py holds the format): a header with the key that
+One file per saved state (engine/kv/kv_file.py holds the format): a header with the key that
 makes the state valid (the model file's identity, KV types and layout, llama.cpp's
 version) and checksums, the tokens, then llama.cpp's bytes. A file is checked in full before
 llama_state_seq_set_data sees it; anything wrong with it (corrupt, truncated, another
@@ -25,8 +25,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from edge_infer.engine.kv_file import SUFFIX, BadStateFile, StateKey, read_header, read_state, write_state
-from edge_infer.engine.prompt_cache import usable_prefix
+from edge_infer.engine.kv.kv_file import SUFFIX, BadStateFile, StateKey, read_header, read_state, write_state
+from edge_infer.engine.kv.ram_tier import usable_prefix
 
 log = logging.getLogger("edge_infer.disk_cache")
 TEMP_PREFIX = ".tmp-"
@@ -45,7 +45,7 @@ class DiskCounters:
     rejected: int = 0         # files found corrupt, stale or foreign and deleted
     dropped: int = 0          # states not written: the writer was behind, or the tier is off
     restored_bytes: int = 0
-    restore_seconds: float = 0.0  # reading, checking and restoring them (engine/slot_memory.py)
+    restore_seconds: float = 0.0  # reading, checking and restoring them (engine/kv/pool.py)
     off_reason: str = ""      # why the tier is off ("" while it works)
 
 

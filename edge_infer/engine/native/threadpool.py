@@ -44,7 +44,7 @@ _lib.llama_detach_threadpool.restype = None
 
 def _cpu_threadpool_functions():
     """(new, free) from the CPU backend's registry, or None when it offers neither."""
-    from edge_infer.engine import backend
+    from edge_infer.engine.native import backend
 
     ggml = backend.ggml_library()
     for i in range(ggml.ggml_backend_dev_count()):

@@ -1,4 +1,4 @@
-"""The file format of one saved KV state (the disk tier, engine/disk_cache.py).
+"""The file format of one saved KV state (the disk tier, engine/kv/disk_tier.py).
 
     MAGIC | u32 header length | header (JSON) | tokens (u32 each) | llama.cpp's state bytes
 

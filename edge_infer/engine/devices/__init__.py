@@ -1,0 +1,1 @@
+"""llama.cpp's backend devices (CPU, GPUs, RPC workers) and where a model's layers go."""

@@ -96,7 +96,7 @@ class ChildEngine:
                              lambda: self._tell(("end_reasoning", request.id)))
         self._streams[request.id] = stream
         try:
-            stream.prompt_tokens = self._call("submit", request)
+            stream.prompt_tokens, stream.starts_in_reasoning = self._call("submit", request)
         except BaseException:
             self._streams.pop(request.id, None)
             raise
@@ -270,7 +270,7 @@ def child_main(conn, model_path: str, settings, name: str, identity: str | None)
                 stream = engine.submit(*args)
                 streams[stream.id] = stream
                 threading.Thread(target=forward, args=(stream.id, stream), daemon=True).start()
-                value = stream.prompt_tokens
+                value = stream.prompt_tokens, stream.starts_in_reasoning
             else:
                 value = getattr(engine, method)(*args, **kwargs)
             send(("reply", call_id, True, value))

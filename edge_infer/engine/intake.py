@@ -32,7 +32,8 @@ class Intake:
             sampler = None if request.forced_tokens is not None else build_sampler(self.model, request.sampling)
         except ValueError as exc:
             raise BadRequestError(str(exc)) from exc
-        stream = RequestStream(request.id, cancel=cancel, prompt_tokens=len(tokens))
+        stream = RequestStream(request.id, cancel=cancel, prompt_tokens=len(tokens),
+                               starts_in_reasoning=self.prompts.opens_reasoning(request))
         seq = Sequence(request, tokens, stream, sampler, self.prompts.think_budget(request))
         # A long prompt is indexed for drafts here, not on the engine thread.
         seq.drafter = self.speculation.drafter_for(request, tokens)

@@ -97,7 +97,13 @@ class Prompter:
         if self._close_tokens is None:  # "</think>" is one special token where the model has it
             self._close_tokens = tuple(self.model.tokenize(f"\n{THINK_CLOSE}\n\n", add_special=False))
         budget = self.reasoning_budget if request.reasoning_budget is None else request.reasoning_budget
-        return ThinkBudget(budget, self.template.opens_reasoning(request.template_vars), self._close_tokens)
+        return ThinkBudget(budget, self.opens_reasoning(request), self._close_tokens)
+
+    def opens_reasoning(self, request: Request) -> bool:
+        """Does the prompt end inside a <think> block the template opened (the reply starts
+        in reasoning)? Decided here once; the stream carries it to every reader."""
+        return request.messages is not None and self.template is not None \
+            and self.template.opens_reasoning(request.template_vars)
 
     def tokens_for(self, request: Request) -> list[int]:
         given = [x is not None for x in (request.prompt, request.messages, request.prompt_tokens)]

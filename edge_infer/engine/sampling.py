@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from edge_infer.chat.gbnf.check import GrammarError, TokenRef, validate_gbnf
+from edge_infer.chat.gbnf.check import CheckedGrammar, GrammarError, TokenRef, validate_gbnf
 from edge_infer.engine.native.llama import LlamaModel
 from edge_infer.engine.native.sampler import SamplerChain, sampler_chain
 
@@ -60,11 +60,18 @@ class SamplingParams:
 
 
 
-@lru_cache(maxsize=32)
 def _check_grammar(text: str) -> tuple[TokenRef, ...]:
-    # Every sequence builds its own sampler, often from the same grammar (n choices, JSON mode).
-    # Unused rules are allowed here: json_schema_to_gbnf adds some; the server refuses them
-    # in user grammars itself.
+    """The grammar's token references; validated here unless it was where it was made (the
+    server checks what a request sends, our converters what they write)."""
+    if isinstance(text, CheckedGrammar):
+        return text.refs
+    return _validate(str(text))
+
+
+@lru_cache(maxsize=32)
+def _validate(text: str) -> tuple[TokenRef, ...]:
+    # Every sequence builds its own sampler, often from the same grammar (n choices). Unused
+    # rules are allowed here: the server refuses them in user grammars itself.
     return validate_gbnf(text, allow_unused=True)
 
 

@@ -98,9 +98,11 @@ def wakeups_for(loop: asyncio.AbstractEventLoop) -> LoopWakeups:
 
 
 class RequestStream:
-    def __init__(self, request_id: str, cancel: Callable[[], None], prompt_tokens: int = 0):
+    def __init__(self, request_id: str, cancel: Callable[[], None], prompt_tokens: int = 0,
+                 starts_in_reasoning: bool = False):
         self.id = request_id
         self.prompt_tokens = prompt_tokens  # as tokenized at submit (what its usage will count)
+        self.starts_in_reasoning = starts_in_reasoning  # the template opened <think>: the reply starts inside it
         self.reasoning_cut = False  # set by end_reasoning(): the engine closes the reply's <think> block
         self._cancel = cancel
         self._q: queue.SimpleQueue = queue.SimpleQueue()

@@ -15,7 +15,24 @@ from collections import defaultdict
 from edge_infer.chat.gbnf.parse import EPS, TERM, GbnfParser, TokenRef
 from edge_infer.chat.gbnf.scan import GrammarError
 
-__all__ = ["GrammarError", "TokenRef", "validate_gbnf"]
+__all__ = ["CheckedGrammar", "GrammarError", "TokenRef", "checked_gbnf", "validate_gbnf"]
+
+
+class CheckedGrammar(str):
+    """GBNF text that validate_gbnf accepted, carrying its token references: validated once,
+    where it was made or received; the engine checks only the references against its
+    vocabulary. Anything else (a plain str) is validated by the engine itself."""
+    refs: tuple[TokenRef, ...] = ()
+
+
+def checked_gbnf(text: str, **limits) -> CheckedGrammar:
+    """validate_gbnf(text, **limits), the text returned as a CheckedGrammar."""
+    if isinstance(text, CheckedGrammar) and not limits:
+        return text
+    refs = validate_gbnf(text, **limits)
+    grammar = CheckedGrammar(text)
+    grammar.refs = refs
+    return grammar
 
 
 def validate_gbnf(text: str, root: str = "root", max_chars: int = 64 * 1024, max_repeat: int = 1000,

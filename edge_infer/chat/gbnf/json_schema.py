@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import re
 
-from edge_infer.chat.gbnf.check import validate_gbnf
+from edge_infer.chat.gbnf.check import CheckedGrammar, checked_gbnf
 from edge_infer.chat.gbnf.json_keys import all_of_members, object_members, object_rule
 from edge_infer.chat.gbnf.json_pattern import PatternError, PatternParser, Unsupported, anchors
 from edge_infer.chat.gbnf.json_ranges import integer_body, number_body
@@ -37,16 +37,15 @@ _FORMATS = {"date": "date-string", "time": "time-string", "date-time": "date-tim
             **{f: "uuid" for f in ("uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5")}}
 
 
-def json_schema_grammar(schema) -> str:
+def json_schema_grammar(schema) -> CheckedGrammar:
     """GBNF (root rule `root`) for the JSON values `schema` accepts."""
     conv = _Converter(schema)
     conv.visit(schema, "", "#")
     text = "".join(f"{name} ::= {body}\n" for name, body in sorted(conv.rules.items()))
     try:
-        validate_gbnf(text, allow_unused=True)
+        return checked_gbnf(text, allow_unused=True)
     except GrammarError as exc:
         raise SchemaError(f"its grammar cannot be used: {exc}") from None
-    return text
 
 
 def _count(schema: dict, key: str, path: str, default):

@@ -19,9 +19,11 @@ from edge_infer.chat.events import ContentDelta, ReasoningDelta, ToolCallArgsDel
 from edge_infer.chat.reply import Reply, ReplyEnd, ToolCallDone
 from edge_infer.server import anthropic_wire as wire
 from edge_infer.server.errors import APIError, SafeJSONResponse
+from edge_infer.server.faces import ANTHROPIC
 from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job, chat_message, generation_error
 from edge_infer.server.openai_wire import sse
+from edge_infer.server.routing import guarded
 from edge_infer.server.schemas import ChatCompletionRequest, parse, validate
 
 STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens"}
@@ -153,23 +155,9 @@ class AnthropicAPI:
 
     def routes(self, counted) -> list[Route]:
         def route(path: str, handler) -> Route:
-            return Route(path, counted(path, anthropic_errors(self.srv, handler)), methods=["POST"])
+            return Route(path, counted(path, guarded(self.srv, ANTHROPIC, handler), ANTHROPIC), methods=["POST"])
 
         return [route("/v1/messages", self.messages), route("/v1/messages/count_tokens", self.count_tokens)]
-
-
-def anthropic_errors(srv, handler):
-    """The API key check (x-api-key or a bearer token), and every failure in Anthropic's error
-    shape with the status our APIError carries."""
-    async def route(request: Request) -> Response:
-        try:
-            srv.authorize(request)
-            return await handler(request)
-        except APIError as exc:
-            return SafeJSONResponse(wire.error_body(exc), status_code=exc.status, headers=exc.headers)
-        except Exception as exc:
-            return SafeJSONResponse(wire.error_body(APIError(500, f"internal error: {exc}")), status_code=500)
-    return route
 
 
 def anthropic_routes(srv, counted) -> list[Route]:

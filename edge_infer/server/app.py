@@ -40,11 +40,11 @@ from edge_infer.server.metrics import Metrics
 from edge_infer.server.ollama import ollama_routes
 from edge_infer.server.openai_responses import ResponsesAPI
 from edge_infer.server.response_store import ResponseStore
+from edge_infer.server.openai_stream import ChunkRenderer
 from edge_infer.server.openai_wire import ChatWire, TextWire, TokenText, usage
 from edge_infer.server.remote_proxy import RemoteProxy, remote_cards, remote_health
 from edge_infer.server.routing import counted as counted_route
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse
-from edge_infer.server.sse import stream_job
 from edge_infer.server.tokens import token_routes
 
 MAX_BODY = 8 << 20  # 8 MiB: a prompt larger than any context we can hold, with room
@@ -239,8 +239,8 @@ class Server:
                 choices.append(wire.whole(c.index, c.reply, lps, lines[c.index] if lines else ""))
             return SafeJSONResponse(wire.response(choices, usage(*job.usage())))
 
-        return await generate(self, request, lease, body, stream=lambda job: stream_job(job, wire, text_of, echo(job)),
-                              whole=whole)
+        return await generate(self, request, lease, body, whole=whole,
+                              renderer=lambda job: ChunkRenderer(job, wire, text_of, echo(job)))
 
     def _echo(self, engine, job: Job) -> list[str]:
         return [c.prompt if isinstance(c.prompt, str) else engine.model.detokenize(c.prompt)

@@ -4,8 +4,8 @@ face of the route it came to, never chosen by its URL. OpenAI's {"error": {"mess
 "message"}} (anthropic_wire), Ollama's {"error": "message"} (ollama_wire).
 
 A Face answers with its body as a JSON response (the route wrappers: server.routing) or as
-the chunk that ends a stream (an SSE `error` event, an NDJSON line): the remote proxy ends
-the streams it relays that way."""
+the chunk that ends a stream (an SSE `error` event, an NDJSON line): the stream driver
+(server.generation) and the remote proxy end streams that way."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from starlette.responses import Response
 
 from edge_infer.server import anthropic_wire, ollama_wire
 from edge_infer.server.errors import APIError, SafeJSONResponse
-from edge_infer.server.ndjson import line
+from edge_infer.server.ndjson import NDJSONResponse, line
 from edge_infer.server.openai_wire import sse
+from edge_infer.server.sse import SSEResponse
 
 
 def error_event(body: dict) -> bytes:
@@ -36,6 +37,7 @@ class Face:
     name: str
     error_body: Callable[[APIError], dict]
     frame: Callable[[dict], bytes]  # an object as one chunk of this face's streams
+    streams: type[SSEResponse] = SSEResponse  # the response its streams go out in
     relay_frame: Callable[[dict], bytes] | None = None  # the remote proxy's chunks, when not `frame`
 
     def error_response(self, exc: APIError) -> Response:
@@ -52,4 +54,4 @@ class Face:
 
 OPENAI = Face("openai", APIError.body, error_event)  # also the Responses API's, /infill's, llama-server's
 ANTHROPIC = Face("anthropic", anthropic_wire.error_body, error_event)
-OLLAMA = Face("ollama", ollama_wire.error_body, line, relayed_line)
+OLLAMA = Face("ollama", ollama_wire.error_body, line, NDJSONResponse, relayed_line)

@@ -26,7 +26,7 @@ from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job
 from edge_infer.server.keys import ADMIN
 from edge_infer.server.leases import host_error, keep_alive_of
-from edge_infer.server.ndjson import NDJSONResponse, stream_lines
+from edge_infer.server.ollama_stream import LineRenderer
 from edge_infer.server.routing import guarded
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse, validate
 
@@ -191,8 +191,8 @@ class OllamaAPI:
                 done["message"] = ollama_tools.message(reply)
             return SafeJSONResponse(done)
 
-        return await generate(self.srv, request, lease, ours, stream=lambda job: stream_lines(job, out, counters),
-                              whole=whole, response_cls=NDJSONResponse, plain=not isinstance(out, wire.ChatWire))
+        return await generate(self.srv, request, lease, ours, renderer=lambda job: LineRenderer(out, counters),
+                              whole=whole, plain=not isinstance(out, wire.ChatWire))
 
     def _cap_context(self, engine, ours, body, fields: dict) -> None:
         """options.num_ctx never reloads the model: it caps this request (prompt + output)

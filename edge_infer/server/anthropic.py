@@ -9,7 +9,6 @@ A request becomes our chat request (anthropic_wire) and runs on the one generati
 from __future__ import annotations
 
 import uuid
-from typing import AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -18,10 +17,12 @@ from starlette.routing import Route
 from edge_infer.chat.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from edge_infer.chat.reply import Reply, ReplyEnd, ToolCallDone
 from edge_infer.server import anthropic_wire as wire
-from edge_infer.server.errors import APIError, SafeJSONResponse
-from edge_infer.server.generation import generate
-from edge_infer.server.jobs import Job, chat_message, generation_error
+from edge_infer.server.errors import SafeJSONResponse
+from edge_infer.server.faces import ANTHROPIC
+from edge_infer.server.generation import Renderer, generate
+from edge_infer.server.jobs import Job, chat_message
 from edge_infer.server.openai_wire import sse
+from edge_infer.server.routing import guarded
 from edge_infer.server.schemas import ChatCompletionRequest, parse, validate
 
 STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens"}
@@ -86,37 +87,35 @@ def message_of(msg_id: str, model: str, reply: Reply, end: ReplyEnd, input_token
             "usage": {"input_tokens": input_tokens, "output_tokens": output}}
 
 
-async def stream_message(job: Job, msg_id: str, model: str) -> AsyncIterator[bytes]:
+class MessageRenderer(Renderer):
     """message_start, ping, the content blocks' events, message_delta (stop_reason, usage),
     message_stop; a failure is an `error` event and the stream ends there."""
-    input_tokens = job.prompt_tokens()
-    blocks = Blocks()
-    try:
+    face = ANTHROPIC
+
+    def __init__(self, job: Job, msg_id: str, model: str):
+        self.job, self.msg_id, self.model, self.blocks = job, msg_id, model, Blocks()
+
+    def start(self):
+        self.input_tokens = self.job.prompt_tokens()
         yield sse({"type": "message_start", "message": {
-            "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
+            "id": self.msg_id, "type": "message", "role": "assistant", "model": self.model, "content": [],
             "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "output_tokens": 0}}}, event="message_start")
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": 0}}}, event="message_start")
         yield sse({"type": "ping"}, event="ping")
-        async for _, _, events in job.replies():
-            for ev in events:
-                if not isinstance(ev, ReplyEnd):
-                    for name, data in blocks.add(ev):
-                        yield sse(data, event=name)
-                    continue
-                if (err := generation_error(ev)) is not None:
-                    yield sse(wire.error_body(err), event="error")
-                    return
-                for name, data in blocks.close():
-                    yield sse(data, event=name)
-                output = ev.usage.completion_tokens if ev.usage else 0
-                yield sse({"type": "message_delta",
-                           "delta": {"stop_reason": stop_reason(ev), "stop_sequence": ev.stop_sequence},
-                           "usage": {"input_tokens": input_tokens, "output_tokens": output}}, event="message_delta")
-                yield sse({"type": "message_stop"}, event="message_stop")
-    except Exception as exc:  # a bug of ours: still end the stream the way clients understand
-        yield sse(wire.error_body(APIError(500, f"internal error: {exc}")), event="error")
-    finally:
-        job.cancel()
+
+    def token(self, i, tok, events):
+        for ev in events:
+            for name, data in self.blocks.add(ev):
+                yield sse(data, event=name)
+
+    def end(self, i, end):
+        for name, data in self.blocks.close():
+            yield sse(data, event=name)
+        output = end.usage.completion_tokens if end.usage else 0
+        yield sse({"type": "message_delta",
+                   "delta": {"stop_reason": stop_reason(end), "stop_sequence": end.stop_sequence},
+                   "usage": {"input_tokens": self.input_tokens, "output_tokens": output}}, event="message_delta")
+        yield sse({"type": "message_stop"}, event="message_stop")
 
 
 class AnthropicAPI:
@@ -136,8 +135,8 @@ class AnthropicAPI:
             c = job.choices[0]
             return SafeJSONResponse(message_of(msg_id, model, c.reply, c.end, job.prompt_tokens()))
 
-        return await generate(self.srv, request, lease, ours, stream=lambda job: stream_message(job, msg_id, model),
-                              whole=whole)
+        return await generate(self.srv, request, lease, ours, whole=whole,
+                              renderer=lambda job: MessageRenderer(job, msg_id, model))
 
     async def count_tokens(self, request: Request) -> Response:
         body = parse(wire.CountTokensRequest, await self.srv.read_body(request))
@@ -153,23 +152,9 @@ class AnthropicAPI:
 
     def routes(self, counted) -> list[Route]:
         def route(path: str, handler) -> Route:
-            return Route(path, counted(path, anthropic_errors(self.srv, handler)), methods=["POST"])
+            return Route(path, counted(path, guarded(self.srv, ANTHROPIC, handler), ANTHROPIC), methods=["POST"])
 
         return [route("/v1/messages", self.messages), route("/v1/messages/count_tokens", self.count_tokens)]
-
-
-def anthropic_errors(srv, handler):
-    """The API key check (x-api-key or a bearer token), and every failure in Anthropic's error
-    shape with the status our APIError carries."""
-    async def route(request: Request) -> Response:
-        try:
-            srv.authorize(request)
-            return await handler(request)
-        except APIError as exc:
-            return SafeJSONResponse(wire.error_body(exc), status_code=exc.status, headers=exc.headers)
-        except Exception as exc:
-            return SafeJSONResponse(wire.error_body(APIError(500, f"internal error: {exc}")), status_code=500)
-    return route
 
 
 def anthropic_routes(srv, counted) -> list[Route]:

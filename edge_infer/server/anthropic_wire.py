@@ -90,10 +90,10 @@ class CountTokensRequest(Body):
 
 
 def error_body(exc: APIError) -> dict:
-    """{"type": "error", "error": {"type", "message"}}: the field at fault named in the message."""
-    msg = exc.message if not exc.param or exc.param in exc.message else f"{exc.message} (field '{exc.param}')"
+    """{"type": "error", "error": {"type", "message"}}: the field at fault named in the message.
+    The Anthropic face's one error body (server.faces)."""
     kind = ERROR_TYPES.get(exc.status, "api_error" if exc.status >= 500 else "invalid_request_error")
-    return {"type": "error", "error": {"type": kind, "message": msg}}
+    return {"type": "error", "error": {"type": kind, "message": exc.message_naming_field()}}
 
 
 def _text(content, where: str) -> str:

@@ -27,8 +27,8 @@ from starlette.routing import Route
 
 from edge_infer.host import ModelHost, ModelNotLoadedError
 from edge_infer.server import embeddings
-from edge_infer.server.door import LOOPBACK_ORIGIN, Door, access_log, face_error
-from edge_infer.server.keys import ADMIN, INFERENCE, Key, Keyring, authorize, key_name, model_refusal
+from edge_infer.server.door import LOOPBACK_ORIGIN, Door
+from edge_infer.server.keys import ADMIN, INFERENCE, Key, Keyring, authorize, model_refusal
 from edge_infer.server.anthropic import anthropic_routes
 from edge_infer.server.leases import Leases, keep_alive_of
 from edge_infer.server.errors import APIError, SafeJSONResponse
@@ -40,10 +40,11 @@ from edge_infer.server.metrics import Metrics
 from edge_infer.server.ollama import ollama_routes
 from edge_infer.server.openai_responses import ResponsesAPI
 from edge_infer.server.response_store import ResponseStore
+from edge_infer.server.openai_stream import ChunkRenderer
 from edge_infer.server.openai_wire import ChatWire, TextWire, TokenText, usage
-from edge_infer.server.remote_proxy import RemoteProxy, remote_aware, remote_cards, remote_health
+from edge_infer.server.remote_proxy import RemoteProxy, remote_cards, remote_health
+from edge_infer.server.routing import counted as counted_route
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse
-from edge_infer.server.sse import stream_job
 from edge_infer.server.tokens import token_routes
 
 MAX_BODY = 8 << 20  # 8 MiB: a prompt larger than any context we can hold, with room
@@ -238,8 +239,8 @@ class Server:
                 choices.append(wire.whole(c.index, c.reply, lps, lines[c.index] if lines else ""))
             return SafeJSONResponse(wire.response(choices, usage(*job.usage())))
 
-        return await generate(self, request, lease, body, stream=lambda job: stream_job(job, wire, text_of, echo(job)),
-                              whole=whole)
+        return await generate(self, request, lease, body, whole=whole,
+                              renderer=lambda job: ChunkRenderer(job, wire, text_of, echo(job)))
 
     def _echo(self, engine, job: Job) -> list[str]:
         return [c.prompt if isinstance(c.prompt, str) else engine.model.detokenize(c.prompt)
@@ -252,21 +253,7 @@ def create_app(host: ModelHost, api_key: str | None = None, max_body: int = MAX_
     """keys: the server's Keyring (serve --api-keys-file); without it, api_key is the one key."""
     srv = Server(host, api_key=api_key, max_body=max_body, body_timeout=body_timeout, keys=keys)
     cors_origins = [o.rstrip("/") for o in cors_origins]
-    metrics = srv.metrics
-
-    def counted(endpoint: str, handler):
-        handler = remote_aware(srv, endpoint, handler)  # a request naming a remote model goes there
-
-        async def route(request: Request) -> Response:
-            try:
-                response = await handler(request)
-            except APIError as exc:  # in the face's own format (the remote path's key check, body limits)
-                response = face_error(request.url.path, exc)
-            name = key_name(request.scope) or "-"
-            metrics.request(endpoint, response.status_code, name if srv.keys is not None else None)
-            access_log.info("%s %s %d key=%s", request.method, request.url.path, response.status_code, name)
-            return response
-        return route
+    counted = functools.partial(counted_route, srv)  # (endpoint, handler, face): server.routing
 
     async def http_error(request: Request, exc: HTTPException) -> Response:
         return APIError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}").response()

@@ -18,11 +18,8 @@ import logging
 import re
 from collections.abc import Iterable
 
-from starlette.responses import Response
-
-from edge_infer.server import anthropic_wire
-from edge_infer.server.errors import APIError, SafeJSONResponse
-from edge_infer.server.ollama import error_response as ollama_error
+from edge_infer.server.errors import APIError
+from edge_infer.server.faces import ANTHROPIC, OLLAMA, OPENAI, Face
 
 # http(s)://localhost, 127.x.x.x or [::1], any port: a web UI on the user's own machine.
 LOOPBACK_ORIGIN = r"https?://(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d{1,5})?"
@@ -33,14 +30,15 @@ CLOSE = {"Connection": "close"}  # a refused client's unread body is not waited 
 access_log = logging.getLogger("edge_infer.access")
 
 
-def face_error(path: str, exc: APIError) -> Response:
-    """`exc` in the error format of the face `path` belongs to: Ollama's {"error"} for /api/*,
-    Anthropic's error object for /v1/messages, OpenAI's otherwise."""
+def face_of(path: str) -> Face:
+    """The face of the routes under `path`: Ollama's for /api/*, Anthropic's for /v1/messages,
+    OpenAI's otherwise. The door alone goes by the path: it answers before any route is chosen
+    (after, a route carries its face: server.routing)."""
     if path.startswith("/api/"):
-        return ollama_error(exc)
+        return OLLAMA
     if path.startswith(("/v1/messages", "/messages")):
-        return SafeJSONResponse(anthropic_wire.error_body(exc), status_code=exc.status, headers=exc.headers)
-    return exc.response()
+        return ANTHROPIC
+    return OPENAI
 
 
 def hostname_of(host: str) -> str:
@@ -91,7 +89,7 @@ class Door:
             if refusal is not None:
                 access_log.info("%s %s %d %s", scope.get("method", "GET"), scope["path"], refusal.status,
                                 refusal.code)
-                return await face_error(scope["path"], refusal)(scope, receive, send)
+                return await face_of(scope["path"]).error_response(refusal)(scope, receive, send)
         return await self.app(scope, receive, send)
 
     def refusal(self, scope, served: str) -> APIError | None:

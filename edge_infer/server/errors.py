@@ -31,7 +31,15 @@ class APIError(Exception):
         self.headers = headers or {}
 
     def body(self) -> dict:
+        """OpenAI's error body (the OpenAI face's: server.faces)."""
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def message_naming_field(self) -> str:
+        """The message, naming the field at fault when it does not already: for the faces whose
+        error bodies have no `param` (Anthropic, Ollama)."""
+        if not self.param or self.param in self.message:
+            return self.message
+        return f"{self.message} (field '{self.param}')"
 
     def response(self) -> JSONResponse:
         return SafeJSONResponse(self.body(), status_code=self.status, headers=self.headers)

@@ -8,8 +8,6 @@ generation is a text completion on the one generation path (server.generation).
 
 from __future__ import annotations
 
-from typing import AsyncIterator
-
 from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,9 +15,10 @@ from starlette.routing import Route
 
 from edge_infer.chat.events import ContentDelta
 from edge_infer.chat.reply import ReplyEnd
-from edge_infer.server.errors import APIError, SafeJSONResponse, from_engine
-from edge_infer.server.generation import generate
-from edge_infer.server.jobs import Job, generation_error
+from edge_infer.server.errors import SafeJSONResponse, from_engine
+from edge_infer.server.faces import OPENAI
+from edge_infer.server.generation import Renderer, generate
+from edge_infer.server.jobs import Job
 from edge_infer.server.openai_wire import sse
 from edge_infer.server.schemas import Body, CompletionRequest, parse, validate
 
@@ -76,23 +75,21 @@ def final_fields(model: str, end: ReplyEnd, n_prompt: int) -> dict:
     return fields
 
 
-async def stream_infill(job: Job, model: str) -> AsyncIterator[bytes]:
-    try:
-        async for _, _, events in job.replies():
-            text = "".join(ev.text for ev in events if isinstance(ev, ContentDelta))
-            if text:
-                yield sse({"index": 0, "content": text, "stop": False})
-            end = events[-1] if events and isinstance(events[-1], ReplyEnd) else None
-            if end is None:
-                continue
-            if (err := generation_error(end)) is not None:
-                yield sse(err.body(), event="error")
-                return
-            yield sse({"index": 0, "content": "", **final_fields(model, end, job.prompt_tokens())})
-    except Exception as exc:  # a bug of ours: still end the stream the way clients understand
-        yield sse(APIError(500, f"internal error: {exc}").body(), event="error")
-    finally:
-        job.cancel()
+class InfillRenderer(Renderer):
+    """llama-server's stream: `data: {"content", "stop": false}` per token, then the closing
+    fields; a failure is an OpenAI `error` event and the stream ends there."""
+    face = OPENAI
+
+    def __init__(self, job: Job, model: str):
+        self.job, self.model = job, model
+
+    def token(self, i, tok, events):
+        text = "".join(ev.text for ev in events if isinstance(ev, ContentDelta))
+        if text:
+            yield sse({"index": 0, "content": text, "stop": False})
+
+    def end(self, i, end):
+        yield sse({"index": 0, "content": "", **final_fields(self.model, end, self.job.prompt_tokens())})
 
 
 async def infill(srv, request: Request) -> Response:
@@ -117,7 +114,7 @@ async def infill(srv, request: Request) -> Response:
         return SafeJSONResponse({"index": 0, "content": c.reply.content or "",
                                  **final_fields(model, c.end, job.prompt_tokens())})
 
-    return await generate(srv, request, lease, ours, stream=lambda job: stream_infill(job, model), whole=whole)
+    return await generate(srv, request, lease, ours, renderer=lambda job: InfillRenderer(job, model), whole=whole)
 
 
 def infill_routes(srv, counted) -> list[Route]:

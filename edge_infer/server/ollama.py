@@ -21,18 +21,14 @@ from edge_infer.host import ModelNotLoadedError
 from edge_infer.server import ollama_tools, ollama_wire as wire
 from edge_infer.server.embeddings import run_leased
 from edge_infer.server.errors import APIError, SafeJSONResponse
+from edge_infer.server.faces import OLLAMA
 from edge_infer.server.generation import generate
 from edge_infer.server.jobs import Job
 from edge_infer.server.keys import ADMIN
 from edge_infer.server.leases import host_error, keep_alive_of
-from edge_infer.server.ndjson import NDJSONResponse, stream_lines
+from edge_infer.server.ollama_stream import LineRenderer
+from edge_infer.server.routing import guarded
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse, validate
-
-
-def error_response(exc: APIError) -> Response:
-    """Ollama's errors are a message alone: it names the field at fault."""
-    msg = exc.message if not exc.param or exc.param in exc.message else f"{exc.message} (field '{exc.param}')"
-    return SafeJSONResponse({"error": msg}, status_code=exc.status, headers=exc.headers)
 
 
 class OllamaAPI:
@@ -195,8 +191,8 @@ class OllamaAPI:
                 done["message"] = ollama_tools.message(reply)
             return SafeJSONResponse(done)
 
-        return await generate(self.srv, request, lease, ours, stream=lambda job: stream_lines(job, out, counters),
-                              whole=whole, response_cls=NDJSONResponse, plain=not isinstance(out, wire.ChatWire))
+        return await generate(self.srv, request, lease, ours, renderer=lambda job: LineRenderer(out, counters),
+                              whole=whole, plain=not isinstance(out, wire.ChatWire))
 
     def _cap_context(self, engine, ours, body, fields: dict) -> None:
         """options.num_ctx never reloads the model: it caps this request (prompt + output)
@@ -249,8 +245,8 @@ class OllamaAPI:
 
     # ---- routes ------------------------------------------------------------------------
     def routes(self, counted) -> list[Route]:
-        def route(path: str, handler, method: str) -> Route:
-            return Route(path, counted(path, ollama_errors(self.srv, handler)), methods=[method])
+        def route(path: str, handler, method: str) -> Route:  # an unload also needs the admin scope: _load_only
+            return Route(path, counted(path, guarded(self.srv, OLLAMA, handler), OLLAMA), methods=[method])
 
         # GET / and HEAD /: Ollama's liveness probe (its CLI and some UIs check it before
         # anything else); the same words, so such clients see a server. No key needed.
@@ -274,20 +270,6 @@ def _truncated(engine, inputs: list[str]) -> list[str | list[int]]:
         tokens = engine.tokenize(text) if limit and len(text.encode("utf-8", "replace")) + 4 > limit else None
         out.append(tokens[:limit] if tokens is not None and len(tokens) > limit else text)
     return out
-
-
-def ollama_errors(srv, handler):
-    """The API key check, and every failure as Ollama's {"error": "message"} with the status
-    our APIError carries."""
-    async def route(request: Request) -> Response:
-        try:
-            srv.authorize(request)  # an unload (keep_alive 0) also needs the admin scope: _load_only
-            return await handler(request)
-        except APIError as exc:
-            return error_response(exc)
-        except Exception as exc:
-            return error_response(APIError(500, f"internal error: {exc}"))
-    return route
 
 
 def ollama_routes(srv, counted) -> list[Route]:

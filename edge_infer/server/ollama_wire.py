@@ -144,6 +144,12 @@ def openai_fields(body: _Generating, model: str) -> dict:
     return d
 
 
+def error_body(exc: APIError) -> dict:
+    """Ollama's errors are a message alone: it names the field at fault. The Ollama face's one
+    error body (server.faces)."""
+    return {"error": exc.message_naming_field()}
+
+
 def ollama_param(exc: APIError) -> APIError:
     """Our schema's complaint about a translated field, named as the Ollama field it came from."""
     p = exc.param or ""

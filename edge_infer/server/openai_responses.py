@@ -10,7 +10,7 @@ streamed as the Responses events or whole.
 from __future__ import annotations
 
 import time
-from typing import AsyncIterator, Callable
+from typing import Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,8 +20,9 @@ from edge_infer.chat.events import ContentDelta, ReasoningDelta, ToolCallArgsDel
 from edge_infer.chat.reply import Reply, ReplyEnd, fold
 from edge_infer.server import responses_wire as wire
 from edge_infer.server.errors import APIError, SafeJSONResponse
-from edge_infer.server.generation import generate
-from edge_infer.server.jobs import Job, generation_error
+from edge_infer.server.faces import OPENAI
+from edge_infer.server.generation import Renderer, generate
+from edge_infer.server.jobs import Job
 from edge_infer.server.keys import ADMIN
 from edge_infer.server.response_store import ResponseStore
 from edge_infer.server.openai_wire import sse
@@ -124,42 +125,43 @@ class Items:
         return out
 
 
-async def stream_response(job: Job, env: Envelope, keep: Callable[[dict, Reply], None]) -> AsyncIterator[bytes]:
+class ResponseRenderer(Renderer):
     """response.created, response.in_progress, the items' events, then response.completed (or
     response.incomplete at max_output_tokens) with the whole response; a failure is a
     response.failed event and the stream ends there."""
-    seq = 0
+    face = OPENAI
 
-    def event(kind: str, payload: dict) -> bytes:
-        nonlocal seq
-        seq += 1
-        return sse({"type": kind, "sequence_number": seq - 1, **payload}, event=kind)
+    def __init__(self, env: Envelope, keep: Callable[[dict, Reply], None]):
+        self.env, self.keep = env, keep
+        self.items, self.seen, self.seq = Items(), [], 0
 
-    items, seen = Items(), []
-    try:
-        yield event("response.created", {"response": env.object("in_progress", [])})
-        yield event("response.in_progress", {"response": env.object("in_progress", [])})
-        async for _, _, events in job.replies():
-            seen += events
-            for ev in events:
-                if not isinstance(ev, ReplyEnd):
-                    for kind, payload in items.add(ev):
-                        yield event(kind, payload)
-                    continue
-                if (err := generation_error(ev)) is not None:
-                    failed = env.object("failed", items.done)
-                    failed["error"] = {"code": err.code or "server_error", "message": err.message}
-                    yield event("response.failed", {"response": failed})
-                    return
-                for kind, payload in items.close():
-                    yield event(kind, payload)
-                final = env.object(status_of(ev), items.done, ev)
-                keep(final, fold(seen))
-                yield event(f"response.{final['status']}", {"response": final})
-    except Exception as exc:  # a bug of ours: still end the stream the way clients understand
-        yield sse(APIError(500, f"internal error: {exc}").body(), event="error")
-    finally:
-        job.cancel()
+    def event(self, kind: str, payload: dict) -> bytes:
+        self.seq += 1
+        return sse({"type": kind, "sequence_number": self.seq - 1, **payload}, event=kind)
+
+    def start(self):
+        yield self.event("response.created", {"response": self.env.object("in_progress", [])})
+        yield self.event("response.in_progress", {"response": self.env.object("in_progress", [])})
+
+    def token(self, i, tok, events):
+        self.seen += events
+        for ev in events:
+            for kind, payload in self.items.add(ev):
+                yield self.event(kind, payload)
+
+    def end(self, i, end):
+        self.seen.append(end)
+        for kind, payload in self.items.close():
+            yield self.event(kind, payload)
+        final = self.env.object(status_of(end), self.items.done, end)
+        self.keep(final, fold(self.seen))
+        yield self.event(f"response.{final['status']}", {"response": final})
+
+    def failed(self, i, events, err):
+        yield from self.token(i, None, events)
+        failed = self.env.object("failed", self.items.done)
+        failed["error"] = {"code": err.code or "server_error", "message": err.message}
+        yield self.event("response.failed", {"response": failed})
 
 
 class ResponsesAPI:
@@ -194,8 +196,8 @@ class ResponsesAPI:
             keep(response, c.reply)
             return SafeJSONResponse(response)
 
-        return await generate(self.srv, request, lease, ours, stream=lambda job: stream_response(job, env, keep),
-                              whole=whole)
+        return await generate(self.srv, request, lease, ours, whole=whole,
+                              renderer=lambda job: ResponseRenderer(env, keep))
 
     def _stored(self, request: Request):
         self.srv.authorize(request, ADMIN)  # the store holds every key's conversations

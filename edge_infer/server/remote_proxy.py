@@ -4,7 +4,7 @@ it arrives (the remote's own chunks, usage and errors).
 
 A request goes to the upstream with the fewest outstanding requests; one that cannot be
 reached, or answers 502/503/504 before any byte, is taken out and the next one is tried.
-A stream the remote drops mid-way ends with an error event in the route's wire format
+A stream the remote drops mid-way ends with an error in the route's face (server.faces)
 (never a hang), and a remote slower than the model's timeout is cut off the same way."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from edge_infer.remote import RemoteModel, RemoteModels, Upstream
 from edge_infer.remote.registry import headers_for
 from edge_infer.server.errors import APIError
-from edge_infer.server.openai_wire import sse
+from edge_infer.server.faces import Face
 from edge_infer.server.sse import SSEResponse
 
 CONNECT_TIMEOUT = 5.0
@@ -47,16 +47,6 @@ def renamed(body: bytes, name: str) -> bytes:
     return json.dumps(data, ensure_ascii=False).encode("utf-8", "backslashreplace")
 
 
-def error_event(path: str, message: str) -> bytes:
-    """The route's own way to end a stream with an error: an {"error"} line (Ollama), an
-    Anthropic error event, else OpenAI's error object as an SSE event."""
-    if path.startswith("/api/"):
-        return (json.dumps({"error": message}) + "\n").encode()
-    if path.startswith("/v1/messages"):
-        return sse({"type": "error", "error": {"type": "api_error", "message": message}}, event="error")
-    return sse(APIError(502, message, code="remote_error").body(), event="error")
-
-
 class RelayedStream(SSEResponse):
     """The remote's stream as it arrives; a client leaving closes the upstream request
     (the remote then cancels its generation)."""
@@ -73,7 +63,7 @@ class RemoteProxy:
         self.client = httpx.AsyncClient(limits=httpx.Limits(max_connections=512, max_keepalive_connections=64),
                                         headers={"accept-encoding": "identity"})
 
-    async def forward(self, model: RemoteModel, path: str, request: Request, body: bytes) -> Response:
+    async def forward(self, model: RemoteModel, path: str, request: Request, body: bytes, face: Face) -> Response:
         payload = renamed(body, model.remote_model)
         headers = {"content-type": "application/json", "accept": request.headers.get("accept", "*/*"),
                    **headers_for(model)}
@@ -99,7 +89,7 @@ class RemoteProxy:
                 model.finished(u, since, f"answered {upstream.status_code}")
                 tried.append(f"{u.url} (answered {upstream.status_code})")
                 continue
-            return await self._relay(model, u, since, upstream, path, deadline)
+            return await self._relay(model, u, since, upstream, face, deadline)
         raise APIError(503, f"no server of remote model {model.name} answered: {'; '.join(tried)}",
                        code="remote_unavailable", headers={"Retry-After": "5"})
 
@@ -109,7 +99,7 @@ class RemoteProxy:
                                             timeout=timeout)
         return await asyncio.wait_for(self.client.send(request, stream=True), deadline - time.monotonic())
 
-    async def _relay(self, model: RemoteModel, u: Upstream, since: float, upstream: httpx.Response, path: str,
+    async def _relay(self, model: RemoteModel, u: Upstream, since: float, upstream: httpx.Response, face: Face,
                      deadline: float) -> Response:
         media = upstream.headers.get("content-type", "application/json")
         failed = f"answered {upstream.status_code}" if upstream.status_code >= 500 else None
@@ -141,7 +131,8 @@ class RemoteProxy:
                 outcome["error"] = f"no end of the stream within {model.timeout:g} s"
             except httpx.HTTPError as exc:
                 outcome["error"] = f"dropped the stream ({type(exc).__name__})"
-            yield error_event(path, f"remote model {model.name}: {u.url} {outcome['error']}")
+            message = f"remote model {model.name}: {u.url} {outcome['error']}"
+            yield face.relay_error(APIError(502, message, code="remote_error"))  # in the route's face
 
         def closed():
             model.finished(u, since, outcome["error"])
@@ -155,8 +146,9 @@ class RemoteProxy:
         await self.client.aclose()
 
 
-def remote_aware(srv, path: str, handler):
-    """`handler` for local models; a POST whose JSON body names a remote model is forwarded."""
+def remote_aware(srv, path: str, handler, face: Face):
+    """`handler` for local models; a POST whose JSON body names a remote model is forwarded
+    (a stream it drops ends with an error in `face`, the route's)."""
     async def route(request: Request) -> Response:
         if not srv.remotes or request.method != "POST":
             return await handler(request)
@@ -167,7 +159,7 @@ def remote_aware(srv, path: str, handler):
         if model is None:
             return await handler(request)
         srv.check_model(request, model.name, remote=True)  # the user's upstream key: only keys that name it
-        return await srv.remote_proxy.forward(model, path, request, body)
+        return await srv.remote_proxy.forward(model, path, request, body, face)
     return route
 
 

@@ -12,11 +12,11 @@ import logging
 from dataclasses import dataclass, field
 
 from edge_infer.chat import (HERMES, CallWrapper, GrammarError, SchemaError, ToolGrammarError, json_schema_grammar,
-                             tool_call_continuation, tool_call_grammar, validate_gbnf)
+                             tool_call_continuation, tool_call_grammar, checked_gbnf)
 from edge_infer.engine import FinishEvent, Request, RequestStream, SamplingParams, ServedEngine, TokenEvent
 from edge_infer.server.errors import APIError, bad_request, from_engine
 from edge_infer.chat.reply import Reply, ReplyEnd, ReplyEvent, ReplyReader, fold
-from edge_infer.server.replies import reader_for
+from edge_infer.server.replies import family_for, reader_for
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest
 
 
@@ -56,10 +56,9 @@ def grammar_for(body: ChatCompletionRequest | CompletionRequest,
             raise bad_request(f"cannot turn this JSON schema into a grammar: {exc}", param) from None
     if body.grammar:
         try:
-            validate_gbnf(body.grammar)
+            return checked_gbnf(body.grammar), "grammar"
         except GrammarError as exc:
             raise bad_request(f"invalid grammar: {exc}", "grammar") from None
-        return body.grammar, "grammar"
     return None, None
 
 
@@ -73,9 +72,8 @@ def call_constraint(wrapper: CallWrapper | None, body: ChatCompletionRequest) ->
     if fmt is not None and fmt.type != "text":
         return {}
     try:
-        grammar = tool_call_continuation(body.tools_for_prompt, wrapper, parallel=body.parallel_tool_calls,
-                                         max_calls=MAX_PARALLEL_CALLS)
-        validate_gbnf(grammar, allow_unused=True)
+        grammar = checked_gbnf(tool_call_continuation(body.tools_for_prompt, wrapper, parallel=body.parallel_tool_calls,
+                                                      max_calls=MAX_PARALLEL_CALLS), allow_unused=True)
     except ToolGrammarError as exc:
         param = "tool_choice" if exc.index is None else f"tools[{exc.index}].function.parameters"
         raise bad_request(str(exc), param) from None
@@ -168,7 +166,7 @@ class Job:
 
     def submit(self) -> None:
         body = self.body
-        family = reader_for(self.engine, body, self._plain).family
+        family = family_for(self.engine, body, self._plain)
         wrapper = family.wrapper if family is not None else None
         grammar, grammar_param = grammar_for(body, wrapper or HERMES)
         call = call_constraint(wrapper, body) if isinstance(body, ChatCompletionRequest) else {}
@@ -191,9 +189,10 @@ class Job:
                     req = Request(**{kind: prompt}, **extra, tools=tools, sampling=sampling_for(body, grammar, i, **call),
                                   source=self._source, capture_logprobs=self.logprobs,
                                   draft_max=body.draft_max(self._server_draft_max))
+                    stream = self.engine.submit(req)
                     self.choices.append(Choice(len(self.choices), prompt if kind != "messages" else None))
-                    self.readers.append(reader_for(self.engine, body, self._plain))
-                    self.streams.append(self.engine.submit(req))
+                    self.readers.append(reader_for(self.engine, body, stream, self._plain))
+                    self.streams.append(stream)
         except Exception as exc:  # refused by the engine: nothing of this call may keep running
             self.cancel()
             raise from_engine(exc, _param_of(str(exc), grammar_param, prompt_param)) from None

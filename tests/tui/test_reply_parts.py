@@ -120,6 +120,7 @@ def test_the_parser_follows_the_engines_template():
 
 class FakeStream:
     """An engine stream double: the reply as small text deltas, then the finish."""
+    starts_in_reasoning = False
 
     def __init__(self, text: str):
         from edge_infer.engine import FinishEvent, RequestStats, TokenEvent
@@ -197,6 +198,7 @@ async def test_a_reply_stopped_before_its_first_token_leaves_no_empty_answer(tmp
 
     class HeldStream:
         released = asyncio.Event()
+        starts_in_reasoning = False
 
         def cancel(self):
             self.released.set()
@@ -261,6 +263,7 @@ async def test_ctrl_g_ends_the_replys_reasoning(tmp_path):
     class ThinkingStream:
         ended = asyncio.Event()
         reasoning_cut = False
+        starts_in_reasoning = True  # as a stream whose template opened <think>
 
         def cancel(self):
             self.ended.set()

@@ -208,9 +208,9 @@ class ChatPane(Widget):
 
     @work(exclusive=True, group="reply")
     async def stream_reply(self, conv: Conversation, view: MessageView, stream, lease) -> None:
-        # An R1-style template opens <think> in the prompt: the reply starts in its reasoning.
-        template = lease.engine.template
-        in_reasoning = template is not None and template.opens_reasoning()
+        # An R1-style template opens <think> in the prompt: the reply starts in its reasoning
+        # (the engine's decision, carried on the stream).
+        in_reasoning = stream.starts_in_reasoning
         live = LiveReply(view, tool_family(lease.engine), in_reasoning,  # reasoning, tool-call cards, answer
                          scroll=self.query_one("#messages", VerticalScroll))
         parts: list[str] = []

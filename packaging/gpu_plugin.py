@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from llama_wheel import PACKAGE, VERSION, cache_key, wheel_root  # noqa: E402
+from wheel_cache import PACKAGE, VERSION, cache_key, wheel_root  # noqa: E402  (same folder)
 
 BACKENDS = {
     # name: (CMake switch, target, what the user's machine needs to run it)

@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import llama_wheel  # noqa: E402  (same folder: the flags and the cache key are shared)
+import llama_wheel  # noqa: E402  (same folder: the CPU wheel's flags are shared)
+import wheel_cache  # noqa: E402  (and the cache: its folder, key and version)
 
 # No network at build time: the web UI would be fetched from the Hub, the server runs without it.
 SERVER_FLAGS = ["-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
@@ -33,8 +34,8 @@ SERVER_FLAGS = ["-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_
 
 
 def server_dir() -> Path:
-    root = llama_wheel.wheel_root().parent / "llama-server"
-    return root / llama_wheel.cache_key(llama_wheel.cmake_flags() + SERVER_FLAGS)
+    root = wheel_cache.wheel_root().parent / "llama-server"
+    return root / wheel_cache.cache_key(llama_wheel.cmake_flags() + SERVER_FLAGS)
 
 
 def binary_path() -> Path:
@@ -43,7 +44,7 @@ def binary_path() -> Path:
 
 def _sdist(workdir: Path) -> Path:
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                    f"{llama_wheel.PACKAGE}=={llama_wheel.VERSION}", "-d", str(workdir)], check=True)
+                    f"{wheel_cache.PACKAGE}=={wheel_cache.VERSION}", "-d", str(workdir)], check=True)
     return next(workdir.glob("llama_cpp_python-*.tar.gz"))
 
 
@@ -65,7 +66,7 @@ def build() -> Path:
             tar.extractall(tmp, filter="data")
         src = next(tmp.glob("llama_cpp_python-*/vendor/llama.cpp"))
         build_dir = tmp / "build"
-        print(f"building llama-server {llama_wheel.VERSION} (a few minutes, once)", flush=True)
+        print(f"building llama-server {wheel_cache.VERSION} (a few minutes, once)", flush=True)
         subprocess.run(["cmake", "-S", str(src), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
                         *flags, *SERVER_FLAGS], check=True, stdout=subprocess.DEVNULL)
         jobs = str(os.cpu_count() or 2)

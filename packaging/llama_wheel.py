@@ -8,26 +8,25 @@
 Why not `pip install llama-cpp-python`: llama.cpp then builds with GGML_NATIVE (the build
 CPU's instructions), so a venv or a binary made on an AVX-512 machine dies with SIGILL on
 a laptop without it. The portable build (GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS) ships one
-CPU backend per ISA level and edge-infer loads the best one at run time (engine/cpu.py).
+CPU backend per ISA level and edge-infer loads the best one at run time (engine/native/cpu.py).
 pip's wheel cache does not key on CMAKE_ARGS, so wheels live in a folder of our own named
-by a hash of everything that shapes the build; a different flag set never reuses a wheel.
+by a hash of everything that shapes the build (wheel_cache.py); a different flag set never
+reuses a wheel.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 
-VERSION = "0.3.36"  # keep equal to the pin in pyproject.toml
-PACKAGE = "llama-cpp-python"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from wheel_cache import PACKAGE, VERSION, cache_key, wheel_root  # noqa: E402  (same folder)
 
 
 def cmake_flags(native: bool = False, system: str | None = None, machine: str | None = None) -> list[str]:
@@ -59,18 +58,6 @@ def cmake_flags(native: bool = False, system: str | None = None, machine: str | 
     flags.append("-DGGML_OPENMP=OFF")
     flags += os.environ.get("EDGE_INFER_CMAKE_ARGS", "").split()
     return flags
-
-
-def cache_key(flags: list[str]) -> str:
-    tag = f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
-    digest = hashlib.sha256("\n".join([VERSION, tag, *flags]).encode()).hexdigest()[:12]
-    return f"{VERSION}-{tag}-{digest}"
-
-
-def wheel_root() -> Path:
-    if os.environ.get("EDGE_INFER_WHEEL_CACHE"):
-        return Path(os.environ["EDGE_INFER_WHEEL_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "edge-infer" / "wheels"
 
 
 def built_wheel(flags: list[str]) -> Path:

@@ -23,7 +23,7 @@ from edge_infer.plan import cache_sizes
 os.environ.setdefault("EDGE_INFER_DISK_CACHE", "0")
 cache_sizes.DISK_DEFAULT = 0
 # The CPU workers keep their --poll here: the suite's own servers load the machine, and
-# a poll that follows them would make runs differ (tests/unit/test_cpu_share.py,
+# a poll that follows them would make runs differ (tests/engine/test_cpu_share.py,
 # tests/engine/test_spin_follows_load.py turn it on).
 cpu_share.FOLLOW_LOAD = False
 os.environ.setdefault("EDGE_INFER_FOLLOW_LOAD", "0")

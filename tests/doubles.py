@@ -1,5 +1,5 @@
 """EngineDouble: every member of edge_infer.engine.ServedEngine, inert. A test's stand-in for
-a loaded engine subclasses it and sets what its test is about (tests/unit/test_served_engine.py
+a loaded engine subclasses it and sets what its test is about (tests/engine/test_served_engine.py
 checks that every double still is a ServedEngine)."""
 
 from __future__ import annotations

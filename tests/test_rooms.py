@@ -1,6 +1,7 @@
 """The rooms hold: imports point one way (down the list in README's architecture section),
 engine and store never import each other, the server and the TUI use the engine's public
-API only, no import cycles, no module over 350 lines, one home for unit formatting."""
+API only, no import cycles (nor among packaging/'s scripts), no module over 350 lines, one home
+for unit formatting."""
 
 from __future__ import annotations
 
@@ -95,15 +96,16 @@ def test_server_and_tui_use_the_engines_public_api():
     assert not wrong, "\n".join(sorted(wrong))
 
 
-def test_no_import_cycles():
+def import_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Each cycle a depth-first walk meets, as "a -> b -> a"."""
     state: dict[str, int] = {}
     cycles = []
 
     def visit(mod: str, stack: list[str]) -> None:
         state[mod] = 1
         stack.append(mod)
-        for dep in sorted(GRAPH.get(mod, ())):
-            if dep not in GRAPH:
+        for dep in sorted(graph.get(mod, ())):
+            if dep not in graph:
                 continue
             if state.get(dep) == 1:
                 cycles.append(" -> ".join(stack[stack.index(dep):] + [dep]))
@@ -112,9 +114,34 @@ def test_no_import_cycles():
         stack.pop()
         state[mod] = 2
 
-    for mod in GRAPH:
+    for mod in graph:
         if mod not in state:
             visit(mod, [])
+    return cycles
+
+
+def test_no_import_cycles():
+    cycles = import_cycles(GRAPH)
+    assert not cycles, "\n".join(cycles)
+
+
+def packaging_imports(path: Path, scripts: set[str]) -> set[str]:
+    """The packaging/ scripts this one imports: they import each other by bare name (each puts
+    its own folder on sys.path), at module level or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return (found & scripts) - {path.stem}
+
+
+def test_no_import_cycles_in_packaging():
+    scripts = {p.stem: p for p in sorted((PACKAGE.parent / "packaging").glob("*.py"))}
+    graph = {name: packaging_imports(path, set(scripts)) for name, path in scripts.items()}
+    assert graph["gpu_plugin"] and graph["llama_wheel"]  # the walk sees how these scripts import each other
+    cycles = import_cycles(graph)
     assert not cycles, "\n".join(cycles)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from edge_infer.chat.events import ContentDelta, ReasoningDelta
 from edge_infer.chat.families.matchers import partial_suffix
+from edge_infer.chat.holding import HoldingStream
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
@@ -22,39 +23,22 @@ def opens_in_reasoning(prompt_or_template: str | None) -> bool:
     return tail.endswith(THINK_OPEN)
 
 
-class ReasoningSplitter:
+class ReasoningSplitter(HoldingStream):
     def __init__(self, starts_in_reasoning: bool = False, open_tag: str = THINK_OPEN,
                  close_tag: str = THINK_CLOSE):
+        super().__init__()
         self.open_tag, self.close_tag = open_tag, close_tag
         self.in_reasoning = starts_in_reasoning
-        self._buf = ""
         self._strip = starts_in_reasoning
         self._saw_tag = starts_in_reasoning
         self._content_out = False    # after content, <think> is plain text
         self._lead = ""              # leading whitespace, held: it may precede <think>
-        self._done = False
 
     @property
     def passthrough(self) -> bool:
         """Past the reply's head: content is out and nothing is held, so all text from now
         on is content as it comes (a caller on a hot path may skip feed())."""
         return self._content_out and not self.in_reasoning and not self._buf and not self._done
-
-    def feed(self, text: str) -> list:
-        if self._done:
-            return []
-        self._buf += text
-        return self._drain(final=False)
-
-    def finish(self) -> list:
-        if self._done:
-            return []
-        out = self._drain(final=True)
-        if self._lead:
-            out.append(ContentDelta(self._lead))
-            self._lead = ""
-        self._done = True
-        return out
 
     def split(self, text: str) -> tuple[str | None, str]:
         """Whole text -> (reasoning or None when there was none, content)."""
@@ -63,6 +47,10 @@ class ReasoningSplitter:
         content = "".join(e.text for e in events if isinstance(e, ContentDelta))
         saw = bool(reasoning) or self._saw_tag
         return ("".join(reasoning) if saw else None), content
+
+    def _release(self) -> list:
+        lead, self._lead = self._lead, ""
+        return [ContentDelta(lead)] if lead else []
 
     def _drain(self, final: bool) -> list:
         out = []

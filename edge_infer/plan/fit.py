@@ -1,16 +1,16 @@
 """Fit verdicts and the memory plan: which GPU layers, context and slots this machine holds.
 
 Budgets are shares of what is free now (plan.machine); sizes come from plan.estimate,
-configured as the engine creates its context (engine_estimate_kwargs).
+configured as the engine creates its context (engine_estimate_kwargs: EstimateInputs' options).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from edge_infer.gguf.info import ModelInfo
 from edge_infer.plan import machine as machines
-from edge_infer.plan.estimate import MIN_CTX_STEP, MemoryEstimate, largest_where, estimate_memory
+from edge_infer.plan.estimate import MIN_CTX_STEP, EstimateInputs, MemoryEstimate, estimate, largest_where
 from edge_infer.plan.machine import Machine
 from edge_infer.units import GiB, MiB
 
@@ -21,7 +21,7 @@ DEFAULT_CTX = 4096
 
 
 def engine_estimate_kwargs(settings=None, machine: Machine | None = None) -> dict:
-    """estimate_memory() options matching how the engine creates its context
+    """EstimateInputs' options (estimate_memory's keywords) matching how the engine creates its context
     (EngineSettings: one unified KV buffer, flash attention auto = on for CPU)."""
     from edge_infer.config import EngineSettings
     from edge_infer.plan.cache_sizes import prompt_cache_bytes
@@ -68,14 +68,14 @@ def fit_verdict(info: ModelInfo, machine: Machine, ctx: int | None = None, paral
     """Does this model fit this machine at ctx x parallel, in RAM and (all layers) on its
     offload devices (split as the plan splits: layer_split)?"""
     ctx = ctx or default_ctx(info)
-    estimate_kwargs = {**engine_estimate_kwargs(machine=machine), **estimate_kwargs}
-    cpu = estimate_memory(info, ctx, parallel, n_gpu_layers=0, **estimate_kwargs)
+    inputs = EstimateInputs(info, ctx, parallel, **{**engine_estimate_kwargs(machine=machine), **estimate_kwargs})
+    cpu = estimate(replace(inputs, n_gpu_layers=0))
     gpu_need = gpu = None
     devices = machine.devices
     if devices:
-        estimate_kwargs["max_tensor"] = devices[-1].max_tensor_bytes
-        split = layer_split(info, tuple(d.free_bytes for d in devices), estimate_kwargs, ctx, parallel)
-        on_gpu = estimate_memory(info, ctx, parallel, n_gpu_layers=-1, split=split, **estimate_kwargs)
+        inputs = replace(inputs, max_tensor=devices[-1].max_tensor_bytes)
+        split = layer_split(inputs, tuple(d.free_bytes for d in devices))
+        on_gpu = estimate(replace(inputs, n_gpu_layers=-1, split=split))
         gpu_need = on_gpu.gpu_bytes
         # The verdict of the tightest device: each must hold its share.
         gpu = max((verdict(need, d.free_bytes) for need, d in zip(on_gpu.device_bytes, devices)),
@@ -143,7 +143,6 @@ def plan_memory(info: ModelInfo, machine: Machine | None = None, *, ctx: int | N
     with fits=False.
     """
     machine = machine or machines.detect_machine()
-    estimate_kwargs = {**engine_estimate_kwargs(machine=machine), **estimate_kwargs}
     devices = machine.devices
     ram_budget = int(machine.ram_available * headroom)
     budgets = tuple(int(d.free_bytes * headroom) for d in devices)
@@ -151,8 +150,9 @@ def plan_memory(info: ModelInfo, machine: Machine | None = None, *, ctx: int | N
     want_ctx = ctx or default_ctx(info)
     slots = [parallel] if parallel else list(range(max(1, max_parallel), 0, -1))
     max_tensor = devices[-1].max_tensor_bytes if devices else 0  # the last device computes the logits
-    estimate_kwargs["max_tensor"] = max_tensor
-    split = layer_split(info, budgets, estimate_kwargs, want_ctx, slots[0]) if devices else (1.0,)
+    inputs = EstimateInputs(info, want_ctx, slots[0], **{**engine_estimate_kwargs(machine=machine), **estimate_kwargs,
+                                                         "max_tensor": max_tensor})
+    split = layer_split(inputs, budgets) if devices else (1.0,)
     notes: list[str] = []
     n_slots = info.block_count + 1
     if n_gpu_layers and not devices:
@@ -164,8 +164,8 @@ def plan_memory(info: ModelInfo, machine: Machine | None = None, *, ctx: int | N
                          f"({info.block_count} layers + output): all {n_slots} offloaded")
         n_gpu_layers = n_slots
 
-    def estimate(c: int, p: int, layers: int) -> MemoryEstimate:
-        return estimate_memory(info, c, p, n_gpu_layers=layers, split=split, **estimate_kwargs)
+    def estimate_at(c: int, p: int, layers: int) -> MemoryEstimate:
+        return estimate(replace(inputs, ctx=c, parallel=p, n_gpu_layers=layers, split=split))
 
     def on_devices(est: MemoryEstimate) -> bool:
         """Each device holds its share; an integrated GPU's share is RAM too."""
@@ -181,11 +181,11 @@ def plan_memory(info: ModelInfo, machine: Machine | None = None, *, ctx: int | N
             return n_gpu_layers
         if gpu_budget <= 0:
             return 0
-        return largest_where(0, n_slots, lambda layers: on_devices(estimate(c, p, layers)))
+        return largest_where(0, n_slots, lambda layers: on_devices(estimate_at(c, p, layers)))
 
     def attempt(c: int, p: int) -> tuple[bool, int, MemoryEstimate]:
         layers = layers_for(c, p)
-        est = estimate(c, p, layers)
+        est = estimate_at(c, p, layers)
         return within(est), layers, est
 
     def made(layers: int, c: int, p: int, est: MemoryEstimate, ok: bool) -> MemoryPlan:
@@ -212,14 +212,13 @@ def plan_memory(info: ModelInfo, machine: Machine | None = None, *, ctx: int | N
     return made(layers, c, p, est, False)
 
 
-def layer_split(info: ModelInfo, budgets: tuple[int, ...], estimate_kwargs: dict, ctx: int,
-                parallel: int) -> tuple[float, ...]:
+def layer_split(inputs: EstimateInputs, budgets: tuple[int, ...]) -> tuple[float, ...]:
     """Shares of the layers for several devices: what each budget holds once the last device
     (which computes the logits: output weights and the compute buffer) has set that aside.
     A split by free memory alone would overfill a small last device."""
     if len(budgets) < 2:
         return device_split(budgets)
-    output = estimate_memory(info, ctx, parallel, n_gpu_layers=1, **estimate_kwargs).gpu_bytes
+    output = estimate(replace(inputs, n_gpu_layers=1)).gpu_bytes
     room = list(budgets)
     room[-1] = max(room[-1] - output, 0)
     return device_split(room) if sum(room) > 0 else device_split(budgets)

@@ -89,7 +89,7 @@ class EdgeInferApp(App):
             with TabPane("Chat", id="chat"):
                 yield ChatPane(self.conversations, self.host, id="chat-pane")
             with TabPane("Models", id="models"):
-                yield ModelsPane(self.host, id="models-pane")
+                yield ModelsPane(self.host, self.default_settings, id="models-pane")
             with TabPane("Server", id="server"):
                 yield ServerPane(self.host, id="server-pane")
             with TabPane("Stats", id="stats"):

@@ -30,8 +30,8 @@ class RequestLog:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         start, wall, status = time.perf_counter(), time.time(), [0]
-        # Any loaded model may answer (or one loads for this request): look at them all.
-        before = {id(m.engine): {r.id for r in list(m.engine.recent)} for m in self._engines()}
+        # Any loaded model may answer (or one loads for this request): mark them all.
+        since = FinishedSince(self._engines())
 
         async def send_wrapper(message):
             if message["type"] == "http.response.start":
@@ -43,15 +43,33 @@ class RequestLog:
         finally:
             entry = LogEntry(wall, f"{scope['method']} {scope['path']}", status[0], time.perf_counter() - start)
             # The engine's history tells tokens and TTFT of API requests that finished meanwhile.
-            done = [r for m in self._engines() for r in list(m.engine.recent)
-                    if r.id not in before.get(id(m.engine), ()) and r.source == "api"]
+            done = [r for r in since.finished(self._engines()) if r.source == "api"]
             if done:
                 entry.tokens = sum(r.generated_tokens for r in done)
                 entry.ttft_s = done[0].ttft_s
             self.entries.append(entry)
 
     def _engines(self):
-        return [m for m in self.host.loaded() if hasattr(m.engine, "recent")]
+        return [m.engine for m in self.host.loaded() if hasattr(m.engine, "recent")]
+
+
+class FinishedSince:
+    """The requests engines finished after a mark. An engine's `recent` is its history, newest
+    last (a bounded deque that only grows at the end): what came after the newest entry it held
+    at the mark is new; an engine with no entry then (or loaded since) has only new ones."""
+
+    def __init__(self, engines):
+        self.marks = {id(e): history[-1] for e in engines if (history := list(e.recent))}
+
+    def finished(self, engines) -> list:
+        """The new entries, each engine's oldest first."""
+        out = []
+        for e in engines:
+            history = list(e.recent)
+            mark = self.marks.get(id(e))
+            cut = next((len(history) - k for k, r in enumerate(reversed(history)) if r is mark), 0)
+            out += history[cut:]
+        return out
 
 
 class TuiServer:

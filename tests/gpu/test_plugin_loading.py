@@ -1,7 +1,7 @@
 """The Vulkan plug-in (and the Mesa and LLVM it maps) loads only in a process that will use a
 device: not for a CPU-only model, nor where no device file says a GPU is there and
 GGML_VK_VISIBLE_DEVICES names none (issue 48 item 5). Each case is a child process, as
-loading is once per process; the decision itself is tests/unit/test_gpu_probe.py."""
+loading is once per process; the decision itself is tests/engine/test_gpu_probe.py."""
 
 from __future__ import annotations
 

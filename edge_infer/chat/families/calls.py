@@ -14,21 +14,21 @@ from edge_infer.chat.events import (
     ContentDelta, IdFactory, ToolCallArgsDelta, ToolCallStart, new_call_id,
 )
 from edge_infer.chat.families.matchers import Done, Fail, Matcher
+from edge_infer.chat.holding import HoldingStream
 
 
-class ToolCallStream:
+class ToolCallStream(HoldingStream):
     """Content-only text in (reasoning already split off), events out."""
 
     def __init__(self, matchers: list[Matcher], id_factory: IdFactory = new_call_id):
+        super().__init__()
         self.matchers = matchers
         self.id_factory = id_factory
-        self._buf = ""
         self._pending: Matcher | None = None
         self._ws = ""                # trailing whitespace of content, held
         self._emitted = False        # any content or call out yet
         self._after_call = False
         self.n_calls = 0
-        self._done = False
 
     def constrain(self, matcher: Matcher) -> None:
         """From now on calls that open with matcher's marker are grammar-written: read them
@@ -39,26 +39,17 @@ class ToolCallStream:
                 and any(self._buf.startswith(m) for m in matcher.markers):
             self._pending = matcher
 
-    def feed(self, text: str) -> list:
-        if self._done or not text:
-            return []
-        self._buf += text
-        return self._drain(final=False)
+    # --- internals -------------------------------------------------------------
 
-    def finish(self) -> list:
-        if self._done:
-            return []
-        out = self._drain(final=True)
+    def _release(self) -> list:
+        out = []
         if self._buf:
             out += self._content(self._buf)
             self._buf = ""
         if self._ws and not self.n_calls:
             out.append(ContentDelta(self._ws))
         self._ws = ""
-        self._done = True
         return out
-
-    # --- internals -------------------------------------------------------------
 
     def _drain(self, final: bool) -> list:
         out: list = []

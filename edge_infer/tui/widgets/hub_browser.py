@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Static
 
+from edge_infer.config import EngineSettings
 from edge_infer.units import human_bytes
 
 
@@ -23,8 +24,9 @@ class HubBrowser(Widget):
             super().__init__()
             self.repo, self.quant, self.size = repo, quant, size
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, settings: EngineSettings, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.settings = settings  # the app's defaults: the levels' fit verdicts are for them
         self.results: list = []
         self.levels: list = []      # LevelFit, in table order
         self.repo: str | None = None
@@ -101,7 +103,7 @@ class HubBrowser(Widget):
         from edge_infer.store.hub import HubClient
         from edge_infer.store.pull import level_fits
 
-        settings = self.app.default_settings
+        settings = self.settings
         try:
             client = HubClient()
             listing = client.listing(repo)

@@ -16,6 +16,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Static
 
+from edge_infer.config import EngineSettings
 from edge_infer.host import ModelHost
 from edge_infer.tui.screens.dialogs import ConfirmScreen
 from edge_infer.tui.screens.load_model import LoadModelScreen
@@ -39,9 +40,10 @@ class InstalledModels(Widget):
             self.model, self.targets = model, targets
             self.from_f16, self.allow_requantize = from_f16, allow_requantize
 
-    def __init__(self, host: ModelHost, **kwargs) -> None:
+    def __init__(self, host: ModelHost, settings: EngineSettings, **kwargs) -> None:
         super().__init__(**kwargs)
         self.host = host
+        self.settings = settings  # the app's defaults: the verdicts' ctx x slots, a first load's settings
         self.models: list = []
         self._gpus: tuple = ()
 
@@ -83,7 +85,7 @@ class InstalledModels(Widget):
         from edge_infer.errors import EdgeInferError
         from edge_infer.gguf.info import read_model_info
 
-        settings = self.app.default_settings
+        settings = self.settings
         try:
             fit = fit_verdict(read_model_info(model.path), machine, settings.ctx, settings.parallel,
                               **engine_estimate_kwargs(settings, machine))
@@ -105,7 +107,7 @@ class InstalledModels(Widget):
                           "● loaded" if m.path in loaded else "", key=str(m.path))
         if self.models:
             table.move_cursor(row=min(keep or 0, len(self.models) - 1))
-        settings = self.app.default_settings
+        settings = self.settings
         self.query_one("#models-hint", Static).update(
             f"Fit at ctx {settings.ctx} × {settings.parallel} slots on this machine. "
             "More from the Hub tab, or `edge-infer pull`." if self.models else
@@ -134,7 +136,7 @@ class InstalledModels(Widget):
             return
         # Its own settings when it is loaded, else the default model's, else the app's.
         base = next((m for m in self.host.loaded() if m.path == model.path), None) or self.host.current
-        settings = base.settings if base else self.app.default_settings
+        settings = base.settings if base else self.settings
 
         def chosen(new_settings) -> None:
             if new_settings is not None:

@@ -13,6 +13,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Label, ProgressBar, TabbedContent, TabPane
 
+from edge_infer.config import EngineSettings
 from edge_infer.host import ModelHost
 from edge_infer.tui.widgets.downloads import DownloadsPanel, Throttle
 from edge_infer.tui.widgets.hub_browser import HubBrowser
@@ -21,16 +22,17 @@ from edge_infer.tui.widgets.ladder_chart import LadderChart
 
 
 class ModelsPane(Widget):
-    def __init__(self, host: ModelHost, **kwargs) -> None:
+    def __init__(self, host: ModelHost, settings: EngineSettings, **kwargs) -> None:
         super().__init__(**kwargs)
         self.host = host
+        self.settings = settings  # the app's defaults: what fit verdicts are for
 
     def compose(self) -> ComposeResult:
         with TabbedContent(initial="m-installed", id="models-tabs"):
             with TabPane("Installed", id="m-installed"):
-                yield InstalledModels(self.host, id="installed-models")
+                yield InstalledModels(self.host, self.settings, id="installed-models")
             with TabPane("Hub", id="m-hub"):
-                yield HubBrowser(id="hub-browser")
+                yield HubBrowser(self.settings, id="hub-browser")
             with TabPane("Ladder", id="m-ladder"):
                 yield LadderChart(id="ladder-chart")
         with Horizontal(id="quantize-status"):

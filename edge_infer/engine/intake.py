@@ -9,7 +9,7 @@ from collections.abc import Callable
 from edge_infer.config import EngineSettings
 from edge_infer.engine.native.llama import LlamaModel
 from edge_infer.engine.prompt import BadRequestError, Prompter
-from edge_infer.engine.sampling import build_sampler
+from edge_infer.engine.sampling import SamplingError, build_sampler
 from edge_infer.engine.sequence import Request, Sequence
 from edge_infer.engine.speculation import Speculation
 from edge_infer.engine.stream import RequestStream
@@ -30,8 +30,8 @@ class Intake:
                                        "raise --kv-budget" if self.n_ctx_seq < self.settings.ctx else "raise --ctx")
         try:
             sampler = None if request.forced_tokens is not None else build_sampler(self.model, request.sampling)
-        except ValueError as exc:
-            raise BadRequestError(str(exc)) from exc
+        except SamplingError as exc:
+            raise BadRequestError(str(exc), about=exc.field) from exc
         stream = RequestStream(request.id, cancel=cancel, prompt_tokens=len(tokens),
                                starts_in_reasoning=self.prompts.opens_reasoning(request))
         seq = Sequence(request, tokens, stream, sampler, self.prompts.think_budget(request))

@@ -19,7 +19,12 @@ from edge_infer.errors import EdgeInferError
 
 
 class BadRequestError(EdgeInferError, ValueError):
-    pass
+    """A request the engine refuses before queuing it. `about`: which of its sampling settings
+    ("temperature", ..., "grammar"), when it is one; None for the prompt."""
+
+    def __init__(self, message: str, about: str | None = None):
+        super().__init__(message)
+        self.about = about
 
 
 def read_template_file(path: str) -> str:

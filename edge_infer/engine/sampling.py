@@ -112,6 +112,15 @@ RANDOM_SEED = 0xFFFFFFFF      # LLAMA_DEFAULT_SEED: llama_sampler_init_dist draw
 _FLOATS = ("temperature", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty")
 
 
+class SamplingError(ValueError):
+    """A sampling setting that must not reach llama.cpp; `field` names it (a SamplingParams
+    field, or "grammar"), so a server can say which of its request's fields it was."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
+
+
 def check_params(model: LlamaModel, p: SamplingParams) -> None:
     """Refuse (ValueError starting with the field's name; the server answers 400) any number
     that would reach llama.cpp's samplers unfit: NaN or infinite floats or ones beyond float32,
@@ -121,23 +130,24 @@ def check_params(model: LlamaModel, p: SamplingParams) -> None:
     for name in _FLOATS:
         v = getattr(p, name)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > FLOAT32_MAX:
-            raise ValueError(f"{name}: {v!r} is not a finite number (llama.cpp takes a 32-bit float)")
+            raise SamplingError(f"{name}: {v!r} is not a finite number (llama.cpp takes a 32-bit float)", name)
     lo, hi = REPEAT_PENALTY_RANGE
     if not lo <= p.repeat_penalty <= hi:
-        raise ValueError(f"repeat_penalty: {p.repeat_penalty} is outside {lo:g}..{hi:g} (1 = off)")
+        raise SamplingError(f"repeat_penalty: {p.repeat_penalty} is outside {lo:g}..{hi:g} (1 = off)", "repeat_penalty")
     for name, low, high in (("top_k", -INT32_MAX - 1, INT32_MAX), ("repeat_last_n", 0, MAX_REPEAT_LAST_N)):
         v = getattr(p, name)
         if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
-            raise ValueError(f"{name}: {v!r} is outside {low}..{high}")
+            raise SamplingError(f"{name}: {v!r} is outside {low}..{high}", name)
     if p.seed is not None and (isinstance(p.seed, bool) or not isinstance(p.seed, int)):
-        raise ValueError(f"seed: {p.seed!r} is not an integer")
+        raise SamplingError(f"seed: {p.seed!r} is not an integer", "seed")
     for token, bias in p.logit_bias:
         if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < model.n_vocab:
-            raise ValueError(f"logit_bias: token id {token} is outside the vocabulary (0..{model.n_vocab - 1})")
+            raise SamplingError(f"logit_bias: token id {token} is outside the vocabulary (0..{model.n_vocab - 1})",
+                                "logit_bias")
         if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not math.isfinite(bias) \
                 or abs(bias) > MAX_LOGIT_BIAS:
-            raise ValueError(f"logit_bias: the bias for token {token} is not a finite number "
-                             f"within ±{MAX_LOGIT_BIAS:g}")
+            raise SamplingError(f"logit_bias: the bias for token {token} is not a finite number "
+                                f"within ±{MAX_LOGIT_BIAS:g}", "logit_bias")
 
 
 def dist_seed(seed: int | None) -> int:
@@ -158,8 +168,11 @@ def build_sampler(model: LlamaModel, p: SamplingParams) -> SamplerChain:
             try:  # llama.cpp hangs or aborts on some grammars instead of refusing them
                 _check_tokens(model, _check_grammar(g))
             except GrammarError as exc:
-                raise ValueError(f"invalid grammar: {exc}") from None
-    return sampler_chain(model, p, dist_seed(p.seed))
+                raise SamplingError(f"invalid grammar: {exc}", "grammar") from None
+    try:
+        return sampler_chain(model, p, dist_seed(p.seed))
+    except ValueError as exc:  # llama.cpp refused the grammar
+        raise SamplingError(str(exc), "grammar") from None
 
 
 def constrain_to_call(model: LlamaModel, seq) -> bool:

@@ -112,12 +112,14 @@ SAMPLING_FIELDS = ("logit_bias", "temperature", "top_p", "min_p", "top_k", "repe
                    "presence_penalty", "frequency_penalty", "seed")
 
 
-def _param_of(message: str, grammar_param: str | None, prompt_param: str) -> str:
-    """Which request field an engine refusal is about (the engine speaks of its own params)."""
-    field = message.split(":", 1)[0]
-    if field in SAMPLING_FIELDS:  # engine.sampling.check_params names the field first
-        return field
-    if grammar_param and "grammar" in message:
+def param_of(refusal: Exception, grammar_param: str | None, prompt_param: str) -> str:
+    """Which request field an engine refusal is about: the engine names its sampling setting
+    (BadRequestError.about), which is the request's field of that name, or the grammar,
+    which came from grammar_param; anything else is about the prompt."""
+    about = getattr(refusal, "about", None)  # only the engine's BadRequestError says
+    if about in SAMPLING_FIELDS:
+        return about
+    if about == "grammar" and grammar_param:
         return grammar_param
     return prompt_param
 
@@ -195,7 +197,7 @@ class Job:
                     self.streams.append(stream)
         except Exception as exc:  # refused by the engine: nothing of this call may keep running
             self.cancel()
-            raise from_engine(exc, _param_of(str(exc), grammar_param, prompt_param)) from None
+            raise from_engine(exc, param_of(exc, grammar_param, prompt_param)) from None
 
     def cancel(self) -> None:
         for s in self.streams:

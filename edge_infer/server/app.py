@@ -190,11 +190,11 @@ class Server:
                     "remote": {"model": e.remote_model, "upstreams": list(e.upstreams)}}
         card = {"id": e.name, "object": "model", "created": self.created, "owned_by": "edge-infer",
                 "status": {"value": e.state}}
-        if e.state != "unloaded":
+        if e.memory is not None:
             card["memory"] = {"ram_bytes": e.memory.ram, "vram_bytes": e.memory.vram}
             card["status"].update(active_requests=e.active, pinned=e.pinned,
                                   idle_seconds=e.idle_seconds, expires_in=e.expires_in)
-        else:
+        else:  # installed: unloaded, or unavailable since its engine failed
             card["size_bytes"] = e.size_bytes
         return card
 

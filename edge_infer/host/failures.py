@@ -1,6 +1,6 @@
 """Models whose engine process ended (a worker lost: engine/child.py) or whose reload failed
-since: name -> why. /health says "degraded" and the listing "unavailable" until a load of the
-model succeeds; the next request that names it tries."""
+since: name -> why. /health says "degraded" and the listings "unavailable" (host/entries.py)
+until a load of the model succeeds; the next request that names it tries."""
 
 from __future__ import annotations
 
@@ -21,9 +21,3 @@ class Failures(dict):
     def load_failed(self, name: str, exc: BaseException) -> None:
         if name in self:  # still unavailable: the new reason
             self[name] = str(exc)
-
-    def mark(self, listing: list[dict]) -> list[dict]:
-        for m in listing:
-            if m["name"] in self and m["state"] == "unloaded":
-                m.update(state="unavailable", error=self[m["name"]])
-        return listing

@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Callable
 from edge_infer.config import EngineSettings
 from edge_infer.host.failures import Failures
 from edge_infer.host.errors import HostBusyError, ModelDoesNotFitError, ModelNotLoadedError
+from edge_infer.host.entries import LOCAL, ModelEntry, local_entries, remote_entries
 from edge_infer.host.keep_alive import FOREVER
-from edge_infer.host.listing import describe, model_listing
 from edge_infer.host.model_config import ModelsConfig
 from edge_infer.host.reaper import reap
-from edge_infer.host.resident import Lease, Resident
+from edge_infer.host.resident import Lease, Resident, describe
 from edge_infer.host.residency import (Budget, Candidate, Footprint, choose_evictions, engine_footprint, fits_alone,
                                       plan_footprint)
 from edge_infer.host.seams import locate_model, open_engine, unlimited
-from edge_infer.host.sources import Source, find_installed, installed_sources, names_of
+from edge_infer.host.sources import Source, find_installed, installed_sources, names_of, readable_sources
 from edge_infer.host.templates import resident_template, template_for
 from edge_infer.remote import RemoteModels
 
@@ -256,21 +256,21 @@ class ModelHost:
         return [m.name for m in self.loaded()]
 
     def servable_names(self) -> list[str]:
-        names = dict.fromkeys(self.names())
-        if self.on_demand:
-            names.update(dict.fromkeys(s.name for s in self._safe_sources()))
-        return list(names)
+        return list(dict.fromkeys(self.names() + [s.name for s in self._sources()]))
+
+    def entries(self, installed: bool = True) -> list[ModelEntry]:
+        """Every model a request may name, local (loaded, loading, installed) then remote, one
+        ModelEntry each (host/entries.py). installed=False: not the installed (no store read)."""
+        local = local_entries(list(self._models), self._default, self._sources() if installed else [], self.failures)
+        return local + remote_entries(self.remotes)
 
     def listing(self) -> list[dict]:
-        """Every model a request may name: loaded, loading and installed, with state and memory."""
-        return self.failures.mark(model_listing(list(self._models), self._default,
-                                                self._safe_sources() if self.on_demand else []))
+        """The local models' entries as dicts (ModelEntry.as_dict)."""
+        return [e.as_dict() for e in self.entries() if e.kind == LOCAL]
 
-    def _safe_sources(self) -> list[Source]:
-        try:
-            return self._list_sources()
-        except Exception:  # an unreadable store must not break /v1/models for the loaded ones
-            return []
+    def _sources(self) -> list[Source]:
+        """What requests may load besides the loaded models: the installed ones, when on demand."""
+        return readable_sources(self._list_sources) if self.on_demand else []
 
     def used(self) -> Footprint:
         return sum((m.footprint for m in list(self._models)), Footprint(0))

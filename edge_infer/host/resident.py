@@ -1,5 +1,6 @@
 """One model the host knows: where it is, how it loads, and while loaded its engine,
-live requests (leases) and when it may go. Lease: a request's hold on a loaded model."""
+live requests (leases) and when it may go. Lease: a request's hold on a loaded model.
+describe: the default model in one line."""
 
 from __future__ import annotations
 
@@ -80,3 +81,13 @@ class Lease:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def describe(m: Resident | None, n_loaded: int) -> str:
+    """One line for the app's title bar: the default model and how many others are loaded."""
+    if m is None:
+        return "no model loaded"
+    s = m.settings
+    others = n_loaded - 1
+    more = f" · +{others} more loaded" if others > 0 else ""
+    return f"{m.name} · ctx {s.ctx} · {s.parallel} slots · {s.n_threads} threads{more}"

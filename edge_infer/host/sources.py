@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,14 @@ def _sources(store, installed) -> list[Source]:
                                                    m.name if name == m.family else "", m.path.parent.name),
                           m.size))
     return out
+
+
+def readable_sources(list_sources: Callable[[], list[Source]]) -> list[Source]:
+    """list_sources(), or none when the store cannot be read: the loaded models still list."""
+    try:
+        return list_sources()
+    except Exception:
+        return []
 
 
 def find_installed(spec: str) -> Source | None:

@@ -10,6 +10,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 DEFAULT_TIMEOUT = 600.0         # seconds a request may take (a long generation on a slow remote)
 DEFAULT_HEALTH_INTERVAL = 10.0  # seconds between health checks of each upstream
@@ -19,6 +20,17 @@ def v1_base(url: str) -> str:
     """The OpenAI base URL (…/v1) of what a user wrote: with or without /v1, trailing slash."""
     url = url.rstrip("/")
     return url if url.endswith("/v1") else url + "/v1"
+
+
+class UpstreamState(TypedDict):
+    """One upstream as the listings show it (Upstream.state())."""
+    url: str
+    up: bool
+    in_flight: int
+    requests: int
+    errors: int
+    last_error: str
+    latency_p50_ms: float | None
 
 
 @dataclass
@@ -45,7 +57,7 @@ class Upstream:
     def latency_p50(self) -> float | None:
         return statistics.median(self.recent) if self.recent else None
 
-    def state(self) -> dict:
+    def state(self) -> UpstreamState:
         p50 = self.latency_p50()
         return {"url": self.url, "up": self.up, "in_flight": self.in_flight, "requests": self.requests,
                 "errors": self.errors, "last_error": self.last_error,

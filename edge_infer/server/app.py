@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from edge_infer.host import ModelHost, ModelNotLoadedError
+from edge_infer.host import ModelEntry, ModelHost, ModelNotLoadedError
 from edge_infer.server import embeddings
 from edge_infer.server.door import LOOPBACK_ORIGIN, Door
 from edge_infer.server.keys import ADMIN, INFERENCE, Key, Keyring, authorize, model_refusal
@@ -42,7 +42,7 @@ from edge_infer.server.openai_responses import ResponsesAPI
 from edge_infer.server.response_store import ResponseStore
 from edge_infer.server.openai_stream import ChunkRenderer
 from edge_infer.server.openai_wire import ChatWire, TextWire, TokenText, usage
-from edge_infer.server.remote_proxy import RemoteProxy, remote_cards, remote_health
+from edge_infer.server.remote_proxy import RemoteProxy
 from edge_infer.server.routing import counted as counted_route
 from edge_infer.server.schemas import ChatCompletionRequest, CompletionRequest, parse
 from edge_infer.server.tokens import token_routes
@@ -136,16 +136,19 @@ class Server:
 
     # ---- routes -----------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        extra = {"remotes": remote_health(self.remotes)} if self.remotes else {}
+        entries = self.host.entries(installed=False)  # the loaded and the remote models: no store read
+        remotes = {e.name: {"healthy": e.healthy, "upstreams": len(e.upstreams),
+                            "status": "ok" if e.healthy else "degraded"} for e in entries if e.is_remote}
+        extra = {"remotes": remotes} if remotes else {}
         failed = dict(self.host.failures)  # models whose engine process ended (a worker lost)
-        failed.update({m.name: m.engine.failure for m in self.host.loaded() if m.engine.state == "failed"})
+        failed.update({e.name: e.failure for e in entries if not e.is_remote and e.state == "unavailable"})
         if failed:
             extra["unavailable"] = failed
         loaded = self.host.current or next(iter(self.host.loaded()), None)
         if loaded is None:
             if self.host.on_demand and self.host.servable_names():  # loads on the first request
                 return SafeJSONResponse({"status": "degraded" if failed else "ok", "model": None, "loaded": [], **extra})
-            if any(m.healthy for m in self.remotes.models.values()):
+            if any(r["healthy"] for r in remotes.values()):
                 return SafeJSONResponse({"status": "ok", "model": None, "loaded": [], **extra})
             return SafeJSONResponse({"status": "no model", "model": None, **extra}, status_code=503)
         engine = loaded.engine
@@ -161,8 +164,7 @@ class Server:
 
     async def models(self, request: Request) -> Response:
         allowed = self.may_name(request)
-        cards = [self._model_card(m) for m in self.host.listing() if allowed(m["name"])]
-        cards += [c for c in remote_cards(self.remotes, self.created) if allowed(c["id"], True)]
+        cards = [self._model_card(e) for e in self.host.entries() if allowed(e.name, e.is_remote)]
         return SafeJSONResponse({"object": "list", "data": cards})
 
     async def model_card(self, request: Request) -> Response:
@@ -170,26 +172,31 @@ class Server:
         remote = self.remotes.find(name)
         self.check_model(request, remote.name if remote is not None else name, remote=remote is not None)
         if remote is not None:
-            return SafeJSONResponse(next(c for c in remote_cards(self.remotes, self.created) if c["id"] == remote.name))
-        loaded = self.host.find(name)  # a loaded model answers to its aliases too
-        wanted = loaded.name if loaded is not None else name
-        for m in self.host.listing():
-            if m["name"] == wanted:
-                return SafeJSONResponse(self._model_card(m))
+            wanted = remote.name
+        else:
+            loaded = self.host.find(name)  # a loaded model answers to its aliases too
+            wanted = loaded.name if loaded is not None else name
+        for e in self.host.entries(installed=remote is None):
+            if e.name == wanted and e.is_remote == (remote is not None):
+                return SafeJSONResponse(self._model_card(e))
         raise APIError(404, str(ModelNotLoadedError(name, self.host.servable_names())), param="model",
                        code="model_not_found")
 
-    def _model_card(self, m: dict) -> dict:
+    def _model_card(self, e: ModelEntry) -> dict:
         """OpenAI's model object, plus where it stands here (llama-server's router adds
-        `status` the same way) and what it holds in memory."""
-        card = {"id": m["name"], "object": "model", "created": self.created, "owned_by": "edge-infer",
-                "status": {"value": m["state"]}}
-        if m["state"] != "unloaded":
-            card["memory"] = {"ram_bytes": m["ram_bytes"], "vram_bytes": m["vram_bytes"]}
-            card["status"].update(active_requests=m["active"], pinned=m["pinned"],
-                                  idle_seconds=m["idle_seconds"], expires_in=m["expires_in"])
-        else:
-            card["size_bytes"] = m["size_bytes"]
+        `status` the same way) and what it holds in memory; a remote one, where it is served."""
+        if e.is_remote:
+            return {"id": e.name, "object": "model", "created": self.created, "owned_by": "remote",
+                    "status": {"value": "remote", "healthy": e.healthy, "active_requests": e.active},
+                    "remote": {"model": e.remote_model, "upstreams": list(e.upstreams)}}
+        card = {"id": e.name, "object": "model", "created": self.created, "owned_by": "edge-infer",
+                "status": {"value": e.state}}
+        if e.memory is not None:
+            card["memory"] = {"ram_bytes": e.memory.ram, "vram_bytes": e.memory.vram}
+            card["status"].update(active_requests=e.active, pinned=e.pinned,
+                                  idle_seconds=e.idle_seconds, expires_in=e.expires_in)
+        else:  # installed: unloaded, or unavailable since its engine failed
+            card["size_bytes"] = e.size_bytes
         return card
 
     async def stats(self, request: Request) -> Response:

@@ -17,7 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from edge_infer.gguf.info import read_model_info
-from edge_infer.host import ModelNotLoadedError
+from edge_infer.host import ModelEntry, ModelNotLoadedError
 from edge_infer.server import ollama_tools, ollama_wire as wire
 from edge_infer.server.embeddings import run_leased
 from edge_infer.server.errors import APIError, SafeJSONResponse
@@ -64,14 +64,16 @@ class OllamaAPI:
         except Exception:  # unreadable or damaged: listed without details, refused when loaded
             return None
 
-    def _find(self, model: str) -> tuple[dict, object] | None:
-        """(listing entry, ModelInfo) of the model `model` names, loaded or installed."""
+    def _find(self, model: str) -> tuple[ModelEntry, object] | None:
+        """(entry, ModelInfo) of the local model `model` names, loaded or installed."""
         name = self.name_of(model)
         resident = self.host.find(name)
-        for m in self.host.listing():
-            if (resident is not None and m["name"] == resident.name) or m["name"].lower() == name.lower():
+        for e in self.host.entries():
+            if e.is_remote:
+                continue
+            if (resident is not None and e.name == resident.name) or e.name.lower() == name.lower():
                 info = resident.engine.info if resident is not None else None
-                return m, info or self.info_of(m["path"])
+                return e, info or self.info_of(str(e.path))
         return None
 
     # ---- read-only routes --------------------------------------------------------------
@@ -83,31 +85,30 @@ class OllamaAPI:
 
         def build():
             out = []
-            for m in filter(lambda m: allowed(m["name"]), self.host.listing()):
-                info = self.info_of(m["path"])
-                size = m.get("size_bytes") or (info.file_size if info is not None else 0)
-                out.append(wire.model_entry(m["name"], m["path"], size, info))
-            for m in self.host.remotes.listing():  # served elsewhere, as Ollama lists its cloud models
-                if not allowed(m["name"], True):
+            for e in filter(lambda e: allowed(e.name, e.is_remote), self.host.entries()):
+                if e.is_remote:  # served elsewhere, as Ollama lists its cloud models
+                    ups = [u["url"] for u in e.upstreams]
+                    out.append({**wire.model_entry(e.name, "remote:" + ",".join(ups), 0, None),
+                                "remote_model": e.remote_model, "remote_host": ups[0][:-3]})
                     continue
-                ups = [u["url"] for u in m["upstreams"]]
-                out.append({**wire.model_entry(m["name"], "remote:" + ",".join(ups), 0, None),
-                            "remote_model": m["remote_model"], "remote_host": ups[0][:-3]})
+                info = self.info_of(str(e.path))
+                size = e.size_bytes or (info.file_size if info is not None else 0)
+                out.append(wire.model_entry(e.name, str(e.path), size, info))
             return out
         return SafeJSONResponse({"models": await asyncio.to_thread(build)})
 
     async def ps(self, request: Request) -> Response:
         out, allowed = [], self.srv.may_name(request)
-        for m in self.host.listing():
-            resident = self.host.find(m["name"]) if m["state"] == "loaded" and allowed(m["name"]) else None
+        for e in self.host.entries(installed=False):  # the loaded ones: no reading of the store
+            resident = self.host.find(e.name) if e.state == "loaded" and allowed(e.name) else None
             if resident is None:
                 continue
             engine = resident.engine
             info = engine.info
-            entry = wire.model_entry(m["name"], m["path"], m["ram_bytes"] + m["vram_bytes"], info)
+            entry = wire.model_entry(e.name, str(e.path), e.memory.ram + e.memory.vram, info)
             # busy: its keep_alive counts from the end of its last request; None: until memory is needed
-            expires = m["keep_alive"] if m["active"] else m["expires_in"]
-            entry.update(size_vram=m["vram_bytes"], expires_at=wire.expires_at(expires),
+            expires = e.keep_alive if e.active else e.expires_in
+            entry.update(size_vram=e.memory.vram, expires_at=wire.expires_at(expires),
                          context_length=engine.n_ctx_seq)
             out.append(entry)
         return SafeJSONResponse({"models": out})
@@ -121,8 +122,8 @@ class OllamaAPI:
         found = await asyncio.to_thread(self._find, model)
         if found is None or found[1] is None:
             raise self.not_found(model)
-        m, info = found
-        return SafeJSONResponse(wire.show(info, m["path"], body.verbose))
+        e, info = found
+        return SafeJSONResponse(wire.show(info, str(e.path), body.verbose))
 
     # ---- generation --------------------------------------------------------------------
     async def generate(self, request: Request) -> Response:

@@ -162,16 +162,3 @@ def remote_aware(srv, path: str, handler, face: Face):
         return await srv.remote_proxy.forward(model, path, request, body, face)
     return route
 
-
-def remote_cards(remotes: RemoteModels, created: int) -> list[dict]:
-    """/v1/models entries for the remote models: where they are served and how they are."""
-    return [{"id": m["name"], "object": "model", "created": created, "owned_by": "remote",
-             "status": {"value": "remote", "healthy": m["healthy"], "active_requests": m["active"]},
-             "remote": {"model": m["remote_model"], "upstreams": m["upstreams"]}}
-            for m in remotes.listing()]
-
-
-def remote_health(remotes: RemoteModels) -> dict:
-    return {m["name"]: {"healthy": m["healthy"], "upstreams": len(m["upstreams"]),
-                        "status": "ok" if m["healthy"] else "degraded"} for m in remotes.listing()}
-

@@ -80,8 +80,10 @@ def test_quantize_from_f16_then_ladder(smol_installed, edge_home, capsys):
     assert [r["quant"] for r in data["rows"]] == ["F16", "Q8_0", "Q4_0", "Q2_K"]
     assert data["n_tokens"] == 128 and data["prompt_tokens"] == 32 and "pydoc_data.topics" in data["text_source"]
     ppl = [rows[q]["perplexity"] for q in ("F16", "Q8_0", "Q4_0", "Q2_K")]
-    # Perplexity rises as bits fall (F16 and Q8_0 are within noise of each other).
-    assert ppl[1] >= ppl[0] * 0.99 and ppl[2] > ppl[1] and ppl[3] > ppl[2], ppl
+    # Perplexity rises as bits fall. F16 and Q8_0 are within the noise of a 128-token perplexity
+    # of each other: on an AMD Zen 4 machine (2026-12-07, this tree and 892bd5c alike) Q8_0
+    # measured 2.8% below F16 (16.82 against 17.31), so the band is 5%, not 1%.
+    assert ppl[1] >= ppl[0] * 0.95 and ppl[2] > ppl[1] and ppl[3] > ppl[2], ppl
     assert rows["F16"]["reference"] and rows["F16"]["kl_mean"] is None
     kl = [rows[q]["kl_mean"] for q in ("Q8_0", "Q4_0", "Q2_K")]
     assert 0 < kl[0] < kl[1] < kl[2], kl

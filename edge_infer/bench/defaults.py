@@ -167,9 +167,10 @@ def autogroup() -> bool | None:
 def busy_loops(busy: Busy):
     """The busy program running (nothing for 0 loops), spinning for SETTLE_S before this yields: a
     spawned child takes a second or more to import its way to the loop, and a pass begun meanwhile
-    would start on an idle machine."""
+    would start on an idle machine. Yields the program's pid (None for 0 loops): its loops are it
+    and its children."""
     if not busy.loops:
-        yield
+        yield None
         return
     ctx = multiprocessing.get_context("spawn")
     started = [ctx.Event() for _ in range(busy.loops)]
@@ -179,7 +180,7 @@ def busy_loops(busy: Busy):
         if not all(e.wait(60) for e in started):
             raise RuntimeError("the busy loops did not start")
         time.sleep(SETTLE_S)
-        yield
+        yield leader.pid
     finally:
         leader.terminate()   # its other loops see their parent gone and end
         leader.join()

@@ -118,7 +118,7 @@ class ReplyReader:
             return [ContentDelta(text)] if text else []
         out = self._read(self._parser.feed(text)) if text else []
         if call_began and not splitter_only:
-            self._parser.call_began()
+            out += self._read(self._parser.call_began())
         return out
 
     def end(self, reason: FinishReason, text: str = "", stats: TokenCounts | None = None,

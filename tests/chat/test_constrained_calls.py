@@ -127,6 +127,26 @@ def test_only_the_call_the_engine_constrained_and_later_ones_stream_early():
     assert fold_events(events) == reply
 
 
+@pytest.mark.parametrize("before", ["{#tool_call}\n", "[1, 2] ", "```json\n{", '{"name": "g", "arguments": {}}\n'])
+def test_a_call_the_engine_began_inside_a_pending_region_ends_that_region(before):
+    """A reply that opened as a bare JSON value (or a fence) holds its text until the end;
+    when the engine's call grammar takes over at a later <tool_call> (SmolLM2 wrote
+    '{#tool_call}\n<tool_call>...' under auto), the region ends at that marker: before it
+    is decided as it stands (content, or a call when it is one) and the call is read."""
+    opened = before + "<tool_call>\n"
+    rest = '{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
+    reply = family_named("hermes").parse([opened, rest], fixed_ids(), call_began_at=0)
+    earlier = [("g", {})] if before.startswith('{"name"') else []
+    assert calls_of(reply) == earlier + [("f", {"a": 1})]
+    assert reply.content == ("" if earlier else before.strip())
+    sp = family_named("hermes").stream(fixed_ids())
+    events = sp.feed(opened)
+    began = sp.call_began()
+    events += began + sp.feed(rest[:28])
+    assert any(isinstance(e, ToolCallStart) and e.name == "f" for e in events)  # before the end
+    assert fold_events(events + sp.feed(rest[28:]) + sp.finish()) == reply
+
+
 def test_without_the_flag_a_call_is_decided_whole():
     text = GRAMMAR_WRITTEN["hermes"]
     events = family_named("hermes").stream(fixed_ids())

@@ -59,7 +59,7 @@ def test_a_required_call_validates_against_its_schema_20_of_20(client):
     valid = 0
     for i in range(20):
         out = client.chat.completions.create(
-            model="smollm2", messages=ask(CITIES[i % 10]), tools=[WEATHER, TIME], max_tokens=60,
+            model="smollm2", messages=ask(CITIES[i % 10]), tools=[WEATHER, TIME], max_tokens=120,
             tool_choice="required" if i % 2 else {"type": "function", "function": {"name": "get_weather"}},
             parallel_tool_calls=False, temperature=0.7, seed=i)
         choice = out.choices[0]
@@ -158,14 +158,23 @@ def test_think_blocks_become_reasoning_content(client):
     assert dropped.message.content == "It is sunny." and "reasoning_content" not in (dropped.message.model_extra or {})
 
 
+def asked_to_call(city: str) -> list[dict]:
+    """A request SmolLM2 answers with a call about half the time at temperature 0.7, sometimes
+    after some text ('{#tool_call}\n<tool_call>...'), 5 of 9 seeds at n_batch 512 and 32 alike.
+    Asked to "use the get_weather tool" it called for 3 of 8 seeds, 2 at n_batch 32 (other
+    rounding, other samples) and none in a full suite run: these tests then had no call to check."""
+    call = json.dumps({"name": "get_weather", "arguments": {"city": city, "unit": "celsius"}})
+    return [{"role": "user", "content": f"Reply with exactly this text and nothing else:\n<tool_call>\n{call}\n</tool_call>"}]
+
+
 def test_under_auto_a_call_once_begun_follows_its_schema(client):
     """tool_choice auto, Hermes syntax: the reply may talk or call; once it writes
     <tool_call> the rest is grammar-constrained, so no call comes back malformed."""
     calls = 0
-    for i, city in enumerate(CITIES[:8]):
+    for i, city in enumerate(CITIES):
         out = client.chat.completions.create(
             model="smollm2", tools=[WEATHER], max_tokens=80, temperature=0.7, seed=i,
-            messages=[{"role": "user", "content": f"Use the get_weather tool to get the weather in {city}."}])
+            messages=asked_to_call(city))
         message = out.choices[0].message
         assert "<tool_call>" not in (message.content or "")          # every call that began parsed
         for call in message.tool_calls or ():
@@ -178,10 +187,10 @@ def test_under_auto_a_begun_call_streams_its_arguments_as_written(client):
     """The engine tells the stream where the call grammar took over: from there the call's
     name goes out once and its arguments in fragments, as in a forced reply."""
     streamed = 0
-    for i, city in enumerate(CITIES[:8]):
+    for i, city in enumerate(CITIES):
         chunks = list(client.chat.completions.create(
             model="smollm2", tools=[WEATHER], max_tokens=80, temperature=0.7, seed=i, stream=True,
-            messages=[{"role": "user", "content": f"Use the get_weather tool to get the weather in {city}."}]))
+            messages=asked_to_call(city)))
         pieces = [tc for ch in chunks for c in ch.choices for tc in (c.delta.tool_calls or ())]
         first = [p for p in pieces if p.index == 0]
         if not first:

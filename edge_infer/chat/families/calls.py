@@ -30,14 +30,27 @@ class ToolCallStream(HoldingStream):
         self._after_call = False
         self.n_calls = 0
 
-    def constrain(self, matcher: Matcher) -> None:
+    def constrain(self, matcher: Matcher) -> list:
         """From now on calls that open with matcher's marker are grammar-written: read them
-        with `matcher` (an incremental one), also the region already pending if it opens so."""
+        with `matcher` (an incremental one). The engine's call opened at the marker's last
+        occurrence in what is held: a region still pending before it (a reply that began as
+        a bare JSON value, say) ends there and is decided now (its events are returned)."""
         self.matchers = [matcher] + [m for m in self.matchers if m is not matcher]
         pending = self._pending
-        if pending is not None and not getattr(pending, "incremental", False) \
-                and any(self._buf.startswith(m) for m in matcher.markers):
-            self._pending = matcher
+        if pending is None or getattr(pending, "incremental", False):
+            return []
+        at = max(self._buf.rfind(m) for m in matcher.markers)
+        if at < 0:
+            return []
+        out: list = []
+        if at > 0:
+            rest, self._buf = self._buf[at:], self._buf[:at]
+            out = self._drain(final=True)
+            if self._buf:  # a region that neither parsed nor failed (an unclosed tag) is content
+                out += self._content(self._buf)
+            self._buf = rest
+        self._pending = matcher
+        return out
 
     # --- internals -------------------------------------------------------------
 

@@ -52,7 +52,7 @@ class Family:
         cut = len(pieces) if call_began_at is None else call_began_at + 1
         events = sp.feed("".join(pieces[:cut]))
         if call_began_at is not None:
-            sp.call_began()
+            events += sp.call_began()
         return fold_events(events + sp.feed("".join(pieces[cut:])) + sp.finish())
 
 
@@ -67,13 +67,14 @@ class StreamParser:
         if constrained:  # a forced reply: the call grammar writes it from its first token
             self.call_began()
 
-    def call_began(self) -> None:
+    def call_began(self) -> list:
         """The engine switched this reply to the call grammar (TokenEvent.call_began; call it
         after feeding that token's text): from the call that token opened on, calls stream
-        their name and arguments as they come."""
+        their name and arguments as they come. Returns the events of text decided by it."""
         wrapper = self.family.wrapper
         if wrapper is not None and wrapper.syntax == "json":  # others are read whole, as before
-            self._tools.constrain(ConstrainedCalls(wrapper))
+            return self._tools.constrain(ConstrainedCalls(wrapper))
+        return []
 
     def feed(self, text: str) -> list:
         if self._think is None:

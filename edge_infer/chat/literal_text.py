@@ -23,6 +23,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
+from edge_infer.chat.tool_prompt import read_arguments
+
 
 @dataclass(frozen=True)
 class Part:
@@ -98,11 +100,7 @@ class Masked:
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
             return self._mask(call)
-        try:
-            args = json.loads(fn["arguments"]) if fn["arguments"].strip() else {}
-        except ValueError:
-            args = fn["arguments"]
-        return self._mask({**call, "function": {**fn, "arguments": args}})
+        return self._mask({**call, "function": {**fn, "arguments": read_arguments(fn["arguments"])}})
 
     def _mask(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -1,7 +1,8 @@
 """Tools and tool-call history in a chat prompt (the request side of function calling).
 
 Messages come in OpenAI's shape (assistant `tool_calls` whose `arguments` is JSON text,
-`tool` messages with `tool_call_id`) or already in Hugging Face's (arguments as a dict).
+`tool` messages with `tool_call_id`) or already in Hugging Face's (arguments as a dict: the
+server reads them once at its door). `read_arguments` is the one reader of JSON text here.
 A chat template that reads `tools` gets them as Hugging Face transformers passes them:
 `tools` = the OpenAI tool dicts, tool calls with `arguments` as a dict. A template without
 tool support gets the Hermes / Qwen 2.5 convention written into plain messages instead
@@ -33,7 +34,9 @@ def template_supports_tools(template: str) -> bool:
     return "tools" in template_variables(template)
 
 
-def _arguments(args):
+def read_arguments(args):
+    """A tool call's arguments as the object templates print (JSON text is read; a dict, as
+    the server sends, is taken as it is)."""
     if isinstance(args, str):
         try:
             return json.loads(args) if args.strip() else {}
@@ -48,13 +51,16 @@ def hf_messages(messages: list[dict]) -> list[dict]:
     names: dict[str, str] = {}
     out = []
     for m in messages:
+        if not isinstance(m, dict):  # the template says what is wrong with it
+            out.append(m)
+            continue
         m = dict(m)
         if m.get("tool_calls"):
             calls = []
             for c in m["tool_calls"]:
                 fn = c.get("function") or {}
                 calls.append({"id": c.get("id"), "type": "function",
-                              "function": {"name": fn.get("name"), "arguments": _arguments(fn.get("arguments"))}})
+                              "function": {"name": fn.get("name"), "arguments": read_arguments(fn.get("arguments"))}})
                 if c.get("id"):
                     names[c["id"]] = fn.get("name")
             m["tool_calls"] = calls

@@ -11,6 +11,7 @@ from pathlib import Path
 from edge_infer.chat.literal_text import Masked
 from edge_infer.chat.reasoning import THINK_CLOSE
 from edge_infer.chat.template import ChatTemplate
+from edge_infer.chat.tool_prompt import hf_messages
 from edge_infer.engine.literal_tokens import control_texts, tokenize_parts
 from edge_infer.engine.native.llama import LlamaModel
 from edge_infer.engine.sequence import Request
@@ -56,7 +57,9 @@ class Prompter:
                           variables: dict | None = None) -> list[int]:
         """Only the template's own text may become control tokens: what the client sent is
         text even where it spells one (chat/literal_text.py). Inputs that spell none are
-        rendered and tokenized whole, as always."""
+        rendered and tokenized whole, as always. Tool calls' arguments are read once, here
+        (the server's arrive read already)."""
+        messages = hf_messages(messages)
         masked = Masked(control_texts(self.model), messages, tools, variables)
         if masked.found:
             messages, tools, variables = masked.messages, masked.tools, masked.variables

@@ -9,7 +9,6 @@ schemas.ChatCompletionRequest (one set of rules and messages for every face).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, Union
 
 from pydantic import Field
@@ -127,7 +126,7 @@ def chat_messages(system, messages: list[Message]) -> list[dict]:
                 if not isinstance(b.input, dict):
                     raise bad_request("a tool_use block's input must be an object", f"{where}.input")
                 calls.append({"id": b.id, "type": "function",
-                              "function": {"name": b.name, "arguments": json.dumps(b.input)}})
+                              "function": {"name": b.name, "arguments": b.input}})
             elif b.type == "tool_result" and m.role == "user":
                 if not b.tool_use_id:
                     raise bad_request("a tool_result block needs the tool_use_id it answers", where)

@@ -1,7 +1,7 @@
 """Ollama's tool calling and thinking on /api/chat, over our OpenAI-shaped machinery.
 
 In: `tools` (OpenAI's shape, checked by schemas.ChatCompletionRequest), assistant messages
-with `tool_calls` whose arguments are an object (ours: JSON text, with an id), and `tool`
+with `tool_calls` whose arguments are an object (kept one; ours add an id), and `tool`
 messages without an id (each answers the earliest unanswered call of the assistant message
 before it, the one named `tool_name` when it says). Out: server.replies' fields as
 Ollama's message: content, `thinking` (our reasoning), `tool_calls` with object
@@ -11,7 +11,6 @@ arguments. Streamed, a call is sent whole in one line once its arguments are com
 
 from __future__ import annotations
 
-import json
 
 from edge_infer.chat.events import ContentDelta, ReasoningDelta
 from edge_infer.chat.reply import Reply, ToolCallDone
@@ -45,7 +44,7 @@ def chat_messages(messages) -> list[dict]:
                 cid = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{n}"
                 name = fn.get("name")
                 calls.append({"id": cid, "type": "function", "function": {
-                    "name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}})
+                    "name": name, "arguments": args}})
                 pending.append((cid, name if isinstance(name, str) else None))
             d["tool_calls"] = calls
         elif m.role == "tool":

@@ -47,7 +47,9 @@ class Tool(Body):
 
 class FunctionCall(Body):
     name: str = Field(pattern=NAME_PATTERN)
-    arguments: str  # JSON text, as OpenAI sends it back
+    # JSON text as OpenAI sends it back, or the object Anthropic's and Ollama's faces hand
+    # over; an object once check_tool_messages has read it (the only place it is parsed).
+    arguments: dict[str, Any] | str
 
 
 class ToolCall(Body):
@@ -115,7 +117,8 @@ def check_tool_choice(choice: Any, tools: list[Tool] | None) -> str | None:
 
 
 def check_tool_messages(messages: list) -> None:
-    """Assistant tool_calls carry JSON arguments; a tool message answers an earlier call."""
+    """Assistant tool_calls carry JSON arguments, read here once into the object every later
+    step takes; a tool message answers an earlier call."""
     ids: set[str] = set()
     for i, m in enumerate(messages):
         if m.tool_calls is not None and m.role != "assistant":
@@ -123,12 +126,15 @@ def check_tool_messages(messages: list) -> None:
                               f"messages[{i}].tool_calls")
         for j, call in enumerate(m.tool_calls or ()):
             param = f"messages[{i}].tool_calls[{j}].function.arguments"
-            try:
-                args = json.loads(call.function.arguments) if call.function.arguments.strip() else {}
-            except (ValueError, RecursionError):
-                raise bad_request("the arguments of a tool call must be JSON text", param) from None
+            args = call.function.arguments
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args) if args.strip() else {}
+                except (ValueError, RecursionError):
+                    raise bad_request("the arguments of a tool call must be JSON text", param) from None
             if not isinstance(args, dict):
                 raise bad_request("the arguments of a tool call must be a JSON object", param)
+            call.function.arguments = args
             ids.add(call.id)
         if m.role == "tool":
             if not m.tool_call_id:

@@ -36,3 +36,17 @@ def test_thinking_disabled_or_with_a_budget():
     budget = wire.chat_fields(wire.MessagesRequest(max_tokens=8, messages=ask,
                                                    thinking={"type": "enabled", "budget_tokens": 2048}))
     assert budget["reasoning_budget"] == 2048
+
+
+def test_a_tool_use_input_reaches_the_engine_as_the_object_it_was():
+    """Parsed once at the door: no dict -> JSON text -> dict on the way in."""
+    from edge_infer.server.jobs import chat_message
+
+    given = {"city": "Oslo", "days": [1, 2]}
+    body = wire.MessagesRequest.model_validate({"model": "m", "max_tokens": 8, "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": given}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "cold"}]}]})
+    ours = validate(ChatCompletionRequest, wire.chat_fields(body))
+    [call] = chat_message(ours.messages[1])["tool_calls"]
+    assert call["function"] == {"name": "get_weather", "arguments": given}

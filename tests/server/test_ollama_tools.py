@@ -95,7 +95,7 @@ def test_tool_messages_answer_the_calls_before_them_in_order_or_by_name():
             Message(role="assistant", tool_calls=calls[:1]), Message(role="tool", content="A2")]
     out = ollama_tools.chat_messages(msgs)
     assert [c["id"] for c in out[1]["tool_calls"]] == ["call_1", "call_2"]
-    assert out[1]["tool_calls"][0]["function"] == {"name": "a", "arguments": '{"x": 1}'}
+    assert out[1]["tool_calls"][0]["function"] == {"name": "a", "arguments": {"x": 1}}  # kept an object
     assert [m.get("tool_call_id") for m in out] == [None, None, "call_2", "call_1", None, "call_3"]
 
 

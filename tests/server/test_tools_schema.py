@@ -59,8 +59,9 @@ def test_fields_reach_the_engine_shape():
     assert req.tools_for_prompt == [
         {"type": "function", "function": {k: WEATHER["function"][k] for k in ("name", "description", "parameters")}},
         {"type": "function", "function": {"name": "get-time", "parameters": {"type": "object", "properties": {}}}}]
-    assert [chat_message(m) for m in req.messages] == [
-        USER, {"role": "assistant", "content": "", "tool_calls": CALL["tool_calls"]}, RESULT]
+    read = [{**c, "function": {"name": "get_weather", "arguments": {"city": "Paris"}}} for c in CALL["tool_calls"]]
+    assert [chat_message(m) for m in req.messages] == [  # arguments read once, at the door
+        USER, {"role": "assistant", "content": "", "tool_calls": read}, RESULT]
     assert ok(body(tools=[WEATHER], tool_choice="none")).tools_for_prompt is None
     assert ok(body(tools=[WEATHER])).forced_tool is None
     named = ok(body(tools=[WEATHER, TIME], tool_choice={"type": "function", "function": {"name": "get_weather"}}))

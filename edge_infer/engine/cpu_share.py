@@ -27,23 +27,34 @@ thread, and it runs on a whole core (bench-defaults "apart": 0.95-0.97 cores, 0.
 its idle tok/s). Two threads there would share that core and wait for each other.
 
 A watch thread samples the machine's busy CPU time and this process's own four times a second;
-what the machine spent beyond this process is other programs' load, in cores. Decisions are pure
-(poll_for, threads_for) and unit-tested with faked samples; the engine applies them between
-steps (the threadpool kept for the other poll, engine/native/threadpool.py; llama_set_n_threads).
+what the machine spent beyond this process is other programs' load, in cores. That load says when
+to reconsider, not what to pick: on AMD Zen 4 a client streaming our tokens read as 0.5-1 core of
+"other load", and dropping to one sleeping thread for it cost a code edit 22% (21.3 tok/s against
+27.2). So under load the governor runs a trial (engine/spin_trial.py): the configured setting, no
+spinning, and no spinning on the cores the others leave (poll_for, threads_for) each decode a few
+steps in turn, and the fastest is kept for RETRY_S. Unit-tested with faked samples and step
+times; the engine applies the choice between steps (the threadpool kept for the other poll,
+engine/native/threadpool.py; llama_set_n_threads).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from edge_infer.engine.spin_trial import Setting, Trial
+
+log = logging.getLogger("edge_infer.engine")
+
 INTERVAL_S = 0.25     # between samples: a load that starts with a request is followed within about half a second
 SMOOTHING = 0.5       # weight of the newest sample in the load estimate
 FOLLOW_LOAD = True    # the test suite turns it off (its own servers load the machine)
 MARGIN = 0.5          # a core counts as taken when others use more than half of it
+RETRY_S = 30.0        # a trial's verdict holds this long under the same load, then it is tried again
 
 
 @dataclass(frozen=True)
@@ -130,9 +141,14 @@ class LoadWatch:
 
 
 class SpinGovernor:
+    """Between steps, on the decoding thread: the configured poll and threads while the machine is
+    otherwise idle; while other programs load it, whichever of the configured setting, no spinning,
+    and no spinning on the cores they leave decodes fastest here (a Trial of each in turn, kept for
+    RETRY_S, then tried again). The watch says when to try, the step times decide."""
+
     def __init__(self, configured: int, apply: Callable[[int], None], watch: LoadWatch | None = None,
                  enabled: bool = True, threads: int = 0, apply_threads: Callable[[int], None] = lambda n: None,
-                 cores: int = 0):
+                 cores: int = 0, clock: Callable[[], float] = time.monotonic):
         """configured: the poll the user chose; only a spinning one (> 0) is ever changed.
         threads: the threads the user chose (0: leave them), applied with apply_threads, on a
         machine of `cores` physical cores. watch: where the load comes from (a new LoadWatch
@@ -143,33 +159,73 @@ class SpinGovernor:
         self.configured_threads, self.threads, self.apply_threads = threads, threads, apply_threads
         self.cores = cores or _physical_cores()
         self.watch = (watch or LoadWatch()) if self.enabled else None
+        self.clock = clock
         self._decided: tuple[float, float] | None = None   # the estimates the last tick decided on
+        self._level: Setting | None = None   # what the load alone would pick, once two samples agree
+        self.trial: Trial | None = None
+        self._verdicts: dict[Setting, tuple[Setting, float]] = {}   # level -> (winner, when)
+        self.verdict = ""   # the last trial's result, in words (snapshot, log)
 
     @property
     def others(self) -> float:
         return self.watch.estimates[1] if self.watch else 0.0
 
-    def want(self, others: float) -> tuple[int, int]:
-        """(poll, threads) for a load of `others` cores."""
-        return (poll_for(self.configured, others),
-                threads_for(self.configured_threads, self.cores, others) if self.configured_threads else 0)
+    @property
+    def setting(self) -> Setting:
+        return Setting(self.poll, self.threads)
+
+    def want(self, others: float) -> Setting:
+        """What the load alone suggests for `others` cores: a candidate, not the decision."""
+        return Setting(poll_for(self.configured, others),
+                       threads_for(self.configured_threads, self.cores, others) if self.configured_threads else 0)
 
     def tick(self) -> None:
-        """Call between steps (on the thread that decodes): applies what the watch's last two
-        estimates agree on, when it differs from what is in place. Every step comes here: until the
-        watch has a new sample, only an identity check."""
-        if not self.enabled or self.watch.estimates is self._decided:
+        """Call before each step (on the thread that decodes). Until the watch has a new sample
+        and while no trial runs, only an identity check."""
+        if not self.enabled:
             return
-        self._decided = previous, newest = self.watch.estimates
-        want = self.want(newest)
-        if want == (self.poll, self.threads) or want != self.want(previous):
+        if self.watch.estimates is not self._decided:
+            self._decided = previous, newest = self.watch.estimates
+            level = self.want(newest)
+            if level == self.want(previous) and level != self._level:
+                self._level, self.trial = level, None   # the load changed: a trial of its own
+        self._use(self._target())
+
+    def record(self, tokens: int, seconds: float) -> None:
+        """Call after each step: its size in tokens and how long llama_decode took."""
+        trial = self.trial
+        if trial is None:
             return
-        if want[1] != self.threads:
-            self.threads = want[1]
-            self.apply_threads(want[1])
-        if want[0] != self.poll:
-            self.poll = want[0]
-            self.apply(want[0])
+        trial.record(tokens, seconds)
+        if trial.done:
+            winner = trial.winner() or self._level   # steps too mixed to compare: the load decides
+            self._verdicts[self._level] = (winner, self.clock())
+            self.trial = None
+            times = trial.per_step() or {}
+            self.verdict = (f"{winner} beside {self.others:.1f} cores of other load ("
+                            + "; ".join(f"{s}: {t * 1e3:.1f} ms" for s, t in times.items()) + " per step)")
+            log.info("CPU threads: %s", self.verdict)
+
+    def _target(self) -> Setting:
+        configured, level = Setting(self.configured, self.configured_threads), self._level
+        if level is None or level == configured:
+            return configured
+        if self.trial is not None:
+            return self.trial.current
+        winner, when = self._verdicts.get(level, (None, 0.0))
+        if winner is not None and self.clock() - when < RETRY_S:
+            return winner
+        candidates = dict.fromkeys([self.setting, configured, Setting(0, self.configured_threads), level])
+        self.trial = Trial(tuple(candidates))
+        return self.trial.current
+
+    def _use(self, want: Setting) -> None:
+        if want.threads != self.threads:
+            self.threads = want.threads
+            self.apply_threads(want.threads)
+        if want.poll != self.poll:
+            self.poll = want.poll
+            self.apply(want.poll)
 
     def close(self) -> None:
         if self.watch:

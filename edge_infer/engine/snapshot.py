@@ -53,7 +53,7 @@ def build_snapshot(engine) -> EngineSnapshot:
         disk_cache_restored_bytes_total=disk.restored_bytes, disk_cache_restore_seconds_total=disk.restore_seconds,
         disk_cache_off_reason=disk.off_reason, disk_cache_folder=str(tiers.disk.folder),
         poll=engine.runner.spin.poll, other_load_cores=round(engine.runner.spin.others, 2),
-        threads=engine.runner.spin.threads,
+        threads=engine.runner.spin.threads, cpu_verdict=engine.runner.spin.verdict,
         draft_max=engine.speculation.default_max if engine.speculation.supported else 0,
         draft_tokens_total=stats.draft_tokens, draft_accepted_total=stats.draft_accepted,
         devices=device_memory(engine.placement, engine.buffers))

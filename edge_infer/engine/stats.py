@@ -122,6 +122,7 @@ class EngineSnapshot:
     # cores (engine/cpu_share.py)
     poll: int = 0
     other_load_cores: float = 0.0
+    cpu_verdict: str = ""   # the CPU governor's last trial: what it kept and each candidate's step time
     threads: int = 0              # CPU threads decoding now (fewer while other programs are busy)
     # n-gram speculation (engine/speculation.py)
     draft_max: int = 0                  # the server's default drafted tokens per step (0 = off)

@@ -97,7 +97,8 @@ class StatsPane(Widget):
             f"running {snap.running} · queued {snap.queued} · slots {snap.slots_busy}/{snap.n_slots}   "
             f"requests {snap.requests_total} · generated {snap.generated_tokens_total} tokens"
             + (f"   machine busy ({snap.other_load_cores:.1f} cores used by other programs): decoding on "
-               f"{snap.threads} thread{'s' * (snap.threads != 1)}, CPU workers sleep instead of spinning"
+               f"{snap.threads} thread{'s' * (snap.threads != 1)}, CPU workers "
+               f"{'spin' if snap.poll else 'sleep instead of spinning'} (the fastest in a trial)"
                if snap.other_load_cores > 0.5 else "")
             + _speculation_text(snap))
         table = self.query_one("#requests", DataTable)

@@ -1,8 +1,10 @@
 """`edge-infer bench-defaults`: edge-infer and llama.cpp's llama-server each with its own
 defaults (only the model and the port given), side by side, alternating, medians of several
 runs: plain chat at 1 and 8 clients (SmolLM2), a code edit (qwen-coder returns a 60-line
-function with one change: what coding agents ask all day), and both again beside busy-loop
-processes (a laptop busy with other work).
+function with one change: what coding agents ask all day), a new function (nothing in the
+prompt to copy: where n-gram drafts cannot help), and all again beside busy-loop processes (a
+laptop busy with other work). Each edge-infer pass also records the CPU setting its governor
+kept (engine/cpu_share.py): beside its own client, beside the busy loops.
 """
 
 from __future__ import annotations
@@ -84,11 +86,18 @@ EDIT_ASK = ("Here is a Python function:\n\n```python\n" + EDIT_FUNCTION + "\n```
             "with one change: rename the variable `skipped` to `empty_orders`. Reply with the code only.")
 
 
+NEW_ASK = ("Write a Python function `parse_duration(text)` that turns strings such as '1h30m', '45s', "
+           "'2d 4h' and '90 minutes' into a number of seconds, raising ValueError with a helpful message "
+           "for anything else. Include a docstring and handle upper case and spaces. Reply with the code only.")
+WORKLOADS = ("chat c=1", "chat c=8", "code edit", "new function")
+
+
 @dataclass
 class Measure:
     tok_s: float
     ttft_s: float
     cores: float = 0.0   # CPU the server process used over the pass, in cores (CPU seconds / wall seconds)
+    cpu_setting: str = ""  # edge-infer: the poll and threads its governor had at the end of the pass
 
 
 class CpuMeter:
@@ -204,18 +213,27 @@ def chat(target: Target, clients: int, busy: bool = False) -> Measure:
     return Measure(r.agg_tok_s, r.ttft_p50_s)
 
 
-def code_edit(target: Target, busy: bool = False) -> Measure:
+def code_reply(target: Target, ask: str, busy: bool = False) -> Measure:
     import asyncio
 
     async def go():
         async with target.client(1) as c:
             # the first 160 tokens of the reply beside busy loops (the whole one can take most of an hour)
-            return await stream_chat(c, target.resolve_model(), EDIT_ASK, 160 if busy else 900,
+            return await stream_chat(c, target.resolve_model(), ask, 160 if busy else (900 if ask == EDIT_ASK else 320),
                                      deadline=time.perf_counter() + BUSY_BUDGET_S if busy else None)
     r = asyncio.run(go())
     if r.error:
-        raise RuntimeError(f"code edit failed: {r.error}")
+        raise RuntimeError(f"code reply failed: {r.error}")
     return Measure(r.decode_tok_s, r.ttft_s)
+
+
+def cpu_setting(target: Target) -> str:
+    """The poll and threads an edge-infer server decodes with now, and its governor's last trial."""
+    import httpx
+
+    snap = httpx.get(target.base_url + "/stats", timeout=10).json()
+    kept = f"poll {snap['poll']}, {snap['threads']} threads"
+    return kept + (f" [trial: {snap['cpu_verdict']}]" if snap.get("cpu_verdict") else "")
 
 
 def run(smol, coder, binary: str, repeats: int, loads: tuple[Busy, ...], log=print) -> dict:
@@ -227,18 +245,21 @@ def run(smol, coder, binary: str, repeats: int, loads: tuple[Busy, ...], log=pri
         for rep in range(repeats):
             order = list(makers) if rep % 2 == 0 else list(reversed(makers))
             for system in order:
-                for model, work in ((smol, ("chat c=1", "chat c=8")), (coder, ("code edit",))):
+                for model, work in ((smol, ("chat c=1", "chat c=8")), (coder, ("code edit", "new function"))):
                     with makers[system](model) as srv:
                         warm_up(srv.target)
                         with busy_loops(load):
                             for w in work:
                                 with CpuMeter(srv.proc.pid) as cpu:
-                                    m = (code_edit(srv.target, busy) if w == "code edit"
+                                    m = (code_reply(srv.target, EDIT_ASK, busy) if w == "code edit"
+                                         else code_reply(srv.target, NEW_ASK, busy) if w == "new function"
                                          else chat(srv.target, int(w[-1]), busy))
                                 m.cores = cpu.cores
+                                if system == "edge-infer":
+                                    m.cpu_setting = cpu_setting(srv.target)
                                 out.setdefault((load, w, system), []).append(m)
                                 log(f"done: {system} {w} busy={load.label} run {rep + 1}: {m.tok_s:.1f} tok/s "
-                                    f"on {m.cores:.2f} cores")
+                                    f"on {m.cores:.2f} cores" + (f"; {m.cpu_setting}" if m.cpu_setting else ""))
     return out
 
 
@@ -247,7 +268,7 @@ def table(results: dict, loads: tuple[Busy, ...]) -> str:
     rows = [["workload", "busy loops", "edge-infer tok/s", "llama-server tok/s", "x tok/s", "edge TTFT p50 ms",
              "llama TTFT p50 ms", "edge cores", "llama cores", "edge runs", "llama runs"]]
     for load in loads:
-        for w in ("chat c=1", "chat c=8", "code edit"):
+        for w in WORKLOADS:
             e, ls = results.get((load, w, "edge-infer")), results.get((load, w, "llama-server"))
             if not e or not ls:
                 continue
@@ -260,7 +281,7 @@ def table(results: dict, loads: tuple[Busy, ...]) -> str:
         # tok/s and the CPU the server got, each busy over idle: a server that slows in proportion
         # to the CPU it lost has equal ratios; one whose threads fight the load falls further
         rows.append(["busy / idle (own)", "", "", "", "", "", "", "", "", "", ""])
-        for w in ("chat c=1", "chat c=8", "code edit"):
+        for w in WORKLOADS:
             for load in loads[1:]:
                 if not any(results.get((load, w, system)) for system in ("edge-infer", "llama-server")):
                     continue
@@ -274,3 +295,23 @@ def table(results: dict, loads: tuple[Busy, ...]) -> str:
                              cells["edge-infer", "cores"], cells["llama-server", "cores"], "", ""])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(wd) for c, wd in zip(r, widths)).rstrip() for r in rows)
+
+
+def cpu_settings(results: dict, loads: tuple[Busy, ...]) -> str:
+    """Per workload and load, what edge-infer decoded with at the end of each pass."""
+    lines = []
+    for load in loads:
+        for w in WORKLOADS:
+            for i, m in enumerate(results.get((load, w, "edge-infer"), ()), 1):
+                lines.append(f"{w:<13} busy {load.label:<9} run {i}: {m.cpu_setting}")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    """The CPU the table was measured on: a default tuned on one CPU must be read on another."""
+    from edge_infer.engine.native.cpu import read_cpu_features
+
+    features = read_cpu_features()
+    repack = "on" if llama_server_bench.edge_infer_uses_extra_bufts() else "off"
+    return (f"CPU: {features.model or features.arch}, {os.cpu_count()} logical cores; "
+            f"llama.cpp's repacked weights (CPU_REPACK / AMX extra buffers): {repack}")

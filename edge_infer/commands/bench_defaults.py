@@ -32,12 +32,16 @@ def main(args) -> int:
     modes = {"apart": (True,), "shared": (False,), "both": (True, False)}[args.busy_as]
     loads = (defaults.IDLE, *(defaults.Busy(args.busy_loops, apart) for apart in modes if args.busy_loops))
     results = defaults.run(smol, coder, binary, args.repeats, loads, log=lambda m: print(m, flush=True))
-    print(f"\nedge-infer vs llama-server, each with its defaults (model and port only), medians of {args.repeats} "
-          "alternating runs; chat: 64-token replies (c=1: 16 requests, 3 beside busy loops; c=8: 16); code edit: one "
-          f"streamed reply (its first 160 tokens beside busy loops), which run for a second before each pass and cut it "
+    print(f"\n{defaults.machine()}")
+    print(f"edge-infer vs llama-server, each with its defaults (model and port only), medians of {args.repeats} "
+          "alternating runs; chat: 64-token replies (c=1: 16 requests, 3 beside busy loops; c=8: 16); code edit and "
+          "new function: one streamed reply each (its first 160 tokens beside busy loops), which run for a second "
+          "before each pass and cut it "
           f"at {defaults.BUSY_BUDGET_S:.0f} s; cores: CPU the "
           "server used over the pass; under busy / idle, tok/s and cores each busy over idle; busy loops 'apart': "
           "one program in a session of its own, 'shared': in the servers' session (the kernel "
           f"{'shares the CPU between sessions first' if defaults.autogroup() else 'does not group by session here'})")
     print(defaults.table(results, loads))
+    print("\nedge-infer's CPU setting at the end of each pass (its governor: engine/cpu_share.py)")
+    print(defaults.cpu_settings(results, loads))
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from edge_infer.bench.defaults import IDLE, Busy, CpuMeter, Measure, busy_loops, table
+from edge_infer.bench.defaults import IDLE, Busy, CpuMeter, Measure, busy_loops, cpu_settings, table
 
 
 def test_busy_over_idle_sets_tok_s_beside_the_cpu_each_server_got():
@@ -21,6 +21,16 @@ def test_busy_over_idle_sets_tok_s_beside_the_cpu_each_server_got():
     assert "27.0 / 30.0 / 36.0" in lines[2]  # every run, as measured
     ratios = lines[-1].split()
     assert ratios == ["chat", "c=1", "2", "shared", "0.30", "0.10", "0.30", "0.50"]  # edge slowed as its CPU; llama more
+
+
+def test_the_governors_setting_is_listed_per_pass():
+    busy = Busy(2, apart=True)
+    runs = {(IDLE, "new function", "edge-infer"): [Measure(30.0, 0.1, 1.9, "poll 50, 2 threads")],
+            (busy, "new function", "edge-infer"): [Measure(12.0, 0.3, 0.9, "poll 0, 1 threads [trial: ...]")],
+            (busy, "new function", "llama-server"): [Measure(3.0, 2.0, 1.0)]}
+    assert cpu_settings(runs, (IDLE, busy)).splitlines() == [
+        "new function  busy 0         run 1: poll 50, 2 threads",
+        "new function  busy 2 apart   run 1: poll 0, 1 threads [trial: ...]"]
 
 
 def test_the_cpu_meter_reads_a_process_cpu_over_the_wall():

@@ -12,15 +12,14 @@ occurrence continued; it grows as tokens are generated, so a lookup costs O(MAX_
 How far to draft: verifying a token costs nearly as much as decoding one on a CPU (small
 models there are compute-bound), so a draft pays only while its tokens are likely to be
 accepted. The drafter keeps `p[n]`, a running estimate of the chance that a drafted token is
-accepted after a match of n tokens, and the caller says how long a draft that estimate is
-worth at the step's measured costs (engine/step_cost.py: the most expected tokens per second). Per match length because they differ: on open questions (SmolLM2, bench
+accepted after a match of n tokens, and drafts the j-th token only while p[n]**j (the chance
+that it and all before it are accepted) is at least the threshold the caller gives
+(engine/step_cost.py). Per match length because they differ: on open questions (SmolLM2, bench
 plain) drafts after a 2-token match were accepted 40% of the time, after a 4-token one 73%;
 one estimate for both let the short matches draft at a loss while the long ones paid.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 MIN_N, MAX_N = 2, 4   # a one-token match guesses too often to pay for its verification
 MAX_DRAFT = 32        # tokens drafted per step for one sequence, at most
@@ -61,23 +60,22 @@ class NgramDrafter:
         if have < len(generated):
             self.extend(generated[have:])
 
-    def draft(self, limit: int, worth: Callable[[float, int], int] | None = None) -> list[int]:
-        """Tokens that followed the longest matching suffix: at most min(limit, max_draft), and
-        only as many as `worth(p, limit)` says pay for their verification, given the acceptance
-        estimate p of this match length (StepCost.draft_length; None: the whole limit)."""
+    def draft(self, limit: int, threshold: float = 0.0) -> list[int]:
+        """Tokens that followed the longest matching suffix: at most min(limit, max_draft),
+        and only as many as are worth verifying at `threshold` (see the module's docstring)."""
         match = self._longest_match()
         if match is None:
             return []
         n, start = match
-        limit = min(limit, self.max_draft)
-        if limit <= 0:
-            return []
-        length = limit if worth is None else worth(self.p[n], limit)
-        if length <= 0:
+        worth = self.worth_drafting(threshold, n)
+        if worth == 0:
             self.p[n] += RECOVER * (PRIORS[n] - self.p[n])
             return []
+        limit = min(limit, self.max_draft, worth)
+        if limit <= 0:
+            return []
         self._last_n = n
-        return self.tokens[start:start + length]
+        return self.tokens[start:start + limit]
 
     def _longest_match(self) -> tuple[int, int] | None:
         """(n, where the continuation starts) for the longest suffix seen before."""
@@ -89,6 +87,14 @@ class NgramDrafter:
             if start is not None:
                 return n, start
         return None
+
+    def worth_drafting(self, threshold: float, n: int = MAX_N) -> int:
+        """The largest j with p[n]**j >= threshold (capped at MAX_DRAFT)."""
+        p = self.p[n]
+        j, q = 0, p
+        while j < MAX_DRAFT and q >= threshold:
+            j, q = j + 1, q * p
+        return j
 
     def record(self, drafted: int, accepted: int) -> None:
         """The last draft, verified: its accepted tokens, then (when cut short) one rejection."""

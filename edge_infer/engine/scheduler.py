@@ -13,7 +13,6 @@ out and knows nothing of queues.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 from collections import deque
@@ -202,7 +201,7 @@ class Scheduler:
         inside the request's max_tokens and context."""
         n_tokens = sum(len(it.tokens) for it in items)
         spare = min(budget, self.kv.free_cells() - n_tokens, MAX_DRAFT_TOKENS_PER_STEP)
-        n_decode = sum(it.seq.status is Status.DECODE for it in items)
+        threshold = self.step_cost.threshold(n_tokens, sum(it.seq.status is Status.DECODE for it in items))
         for it in items:
             seq = it.seq
             if spare <= 0:
@@ -215,14 +214,11 @@ class Scheduler:
             if self.n_ctx_seq is not None:  # leave a cell to feed the last sampled token back
                 room = min(room, self.n_ctx_seq - seq.n_past - 2)
             seq.drafter.sync(seq.generated)
-            # priced on the step as it stands: each draft added makes it longer
-            worth = functools.partial(self.step_cost.draft_length, n_tokens=n_tokens, n_decode=n_decode)
-            draft = seq.drafter.draft(room, worth)
+            draft = seq.drafter.draft(room, threshold)
             if draft:
                 it.draft = draft
                 it.tokens = it.tokens + draft
                 spare -= len(draft)
-                n_tokens += len(draft)
 
     def decoded(self, items: list[BatchItem]) -> list[BatchItem]:
         """Record a decode that succeeded: the slots cache these tokens, and a prompt evaluated

@@ -242,3 +242,14 @@ async def test_a_reply_seen_as_done_already_holds_its_text(make_app, monkeypatch
         await wait_for(pilot, lambda: len(app.query(MessageView)) == 2 and chat.stream is None
                        and app.query(MessageView).last().message.stats)
         assert app.query(MessageView).last().message.content.strip()
+
+
+def test_the_model_picker_lists_a_model_whose_engine_failed():
+    """It was a KeyError (no ram_bytes) that closed the picker, as /v1/models once answered 500."""
+    from edge_infer.tui.screens.pick_model import describe
+
+    failed = {"name": "broken", "state": "unavailable", "path": "/m/broken.gguf", "size_bytes": 3 << 20,
+              "error": "llama.cpp could not load it"}
+    text = describe(failed)
+    assert "broken" in text and "unavailable" in text and "3.0 MiB" in text and "could not load" in text
+    assert "not loaded" in describe({"name": "idle", "state": "unloaded", "path": "/m/idle.gguf", "size_bytes": 0})

@@ -14,9 +14,11 @@ from edge_infer.units import human_bytes
 
 
 def describe(entry: dict) -> str:
-    if entry["state"] == "unloaded":
+    if "ram_bytes" not in entry:  # installed, not in memory: unloaded, or unavailable since its engine failed
         size = entry.get("size_bytes")
-        return f"{escape(entry['name'])}  [dim]· not loaded{f' · {human_bytes(size)} file' if size else ''}[/dim]"
+        state = "not loaded" if entry["state"] == "unloaded" else escape(entry["state"])
+        why = f" · {escape(entry['error'][:120])}" if entry.get("error") else ""
+        return f"{escape(entry['name'])}  [dim]· {state}{f' · {human_bytes(size)} file' if size else ''}{why}[/dim]"
     tags = [entry["state"], human_bytes(entry["ram_bytes"])] + (["default"] if entry.get("default") else [])
     return f"{escape(entry['name'])}  [dim]· {' · '.join(tags)}[/dim]"
 

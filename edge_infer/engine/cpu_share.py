@@ -179,9 +179,9 @@ class SpinGovernor:
         return Setting(poll_for(self.configured, others),
                        threads_for(self.configured_threads, self.cores, others) if self.configured_threads else 0)
 
-    def tick(self) -> None:
-        """Call before each step (on the thread that decodes). Until the watch has a new sample
-        and while no trial runs, only an identity check."""
+    def tick(self, tokens: int = 1) -> None:
+        """Call before each step of `tokens` tokens (on the thread that decodes). Until the watch
+        has a new sample and while no trial runs, only an identity check."""
         if not self.enabled:
             return
         if self.watch.estimates is not self._decided:
@@ -189,7 +189,10 @@ class SpinGovernor:
             level = self.want(newest)
             if level == self.want(previous) and level != self._level:
                 self._level, self.trial = level, None   # the load changed: a trial of its own
-        self._use(self._target())
+        target = self._target()
+        if self.trial is not None and not self.trial.counts(tokens):
+            target = self._level   # a prompt chunk: on what the load suggests, outside the trial
+        self._use(target)
 
     def record(self, tokens: int, seconds: float) -> None:
         """Call after each step: its size in tokens and how long llama_decode took."""

@@ -187,7 +187,7 @@ class Engine:
                 with self.clock:  # the watchdog times this
                     for admission in sched.admit():
                         self._start(admission)
-                    items = sched.plan()
+                    items = sched.plan(drafts=self.runner.spin.trial is None)
                     if items:
                         self._step(items)
                 if self.watchdog.stalled.is_set():

@@ -50,7 +50,6 @@ class ModelRunner:
 
     def decode(self, items: list[BatchItem]) -> str | None:
         """One llama_decode over the items (each learns its logits row). None, or what failed."""
-        self.spin.tick()
         batch = self.batch
         batch.clear()
         for it in items:
@@ -61,6 +60,7 @@ class ModelRunner:
                 continue
             for j, tok in enumerate(it.tokens):
                 it.row = batch.add(tok, it.pos + j, it.seq.slot, it.wants_logits and j == last)
+        self.spin.tick(batch.n)
         began = time.perf_counter()
         rc = self.ctx.decode(batch)
         if rc == 0:

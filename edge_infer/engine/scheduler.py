@@ -175,8 +175,10 @@ class Scheduler:
         log.log(level, "%s: preempted %s (%d tokens to resume)", why, seq.id, len(seq.prefill_tokens))
         return seq
 
-    def plan(self) -> list[BatchItem]:
-        """Next batch: one token for every decoding sequence, then prompt chunks up to n_batch."""
+    def plan(self, drafts: bool = True) -> list[BatchItem]:
+        """Next batch: one token for every decoding sequence, then prompt chunks up to n_batch,
+        then drafts in the room left (none while `drafts` is off: the CPU governor's trial
+        compares steps of like size)."""
         items, budget = [], self.n_batch
         for seq in self.running:
             if seq.status is Status.DECODE and seq.next_token is not None:
@@ -191,7 +193,7 @@ class Scheduler:
                 last = n == seq.prefill_left
                 items.append(BatchItem(seq, chunk, seq.n_past, last and not seq.resumed))
                 budget -= n
-        if budget > 0:
+        if budget > 0 and drafts:
             self._add_drafts(items, budget)
         return items
 

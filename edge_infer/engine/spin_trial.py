@@ -7,8 +7,9 @@ load", yet two spinning threads still decode fastest beside it (AMD Zen 4, qwen-
 threads fell to 12-27 tok/s there, one sleeping thread kept 26-33. So each candidate decodes a
 few steps in turn (A B C A B C ...), and the one with the least time per step wins.
 
-Steps differ in size (a prompt's chunk, a draft being verified), and their time with it: only
-steps of the trial's most common token count are compared, the first step after each switch
+Steps differ in size, and their time with it: while a trial runs the engine drafts nothing, a
+prompt chunk (over MAX_TOKENS) decodes outside it on what the load suggests, and only steps of
+the trial's most common token count are compared, the first step after each switch or chunk
 left out (the threads it wakes). Pure: the governor feeds it (tokens, seconds) per step.
 """
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 WINDOW = 4        # steps a candidate decodes per turn (the first after the switch not counted)
 ROUNDS = 3        # turns per candidate: the machine's noise in one window is not a verdict
 MORE_ROUNDS = 3   # turns added, once, when the steps were too mixed in size to compare
+MAX_TOKENS = 64   # a larger step is a prompt chunk: not a trial step
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Trial:
     _turn: int = 0          # windows begun
     _in_window: int = 0     # steps recorded in the current window
     _extended: bool = False
+    _skip: bool = False     # the next step follows a chunk decoded outside the trial: not counted
 
     @property
     def current(self) -> Setting:
@@ -51,12 +54,20 @@ class Trial:
     def done(self) -> bool:
         return self._turn >= self.rounds * len(self.candidates)
 
+    def counts(self, tokens: int) -> bool:
+        """Whether a step of this size is one of the trial's (else it decodes outside it)."""
+        return tokens <= MAX_TOKENS
+
     def record(self, tokens: int, seconds: float) -> None:
-        """One step decoded with `current`."""
+        """One step decoded with `current` (or, when it does not count, outside the trial)."""
         if self.done:
             return
-        if self._in_window:  # the first step of a window paid for the switch
+        if not self.counts(tokens):
+            self._skip = True
+            return
+        if self._in_window and not self._skip:  # the first step of a window paid for the switch
             self.steps.append((self.current, tokens, seconds))
+        self._skip = False
         self._in_window += 1
         if self._in_window >= self.window:
             self._turn, self._in_window = self._turn + 1, 0

@@ -65,7 +65,7 @@ def step(m: Machine, gov: SpinGovernor, watch: LoadWatch, samples: int = 1, cost
     for _ in range(samples):
         m.advance(cpu_share.INTERVAL_S)
         watch.sample()
-    gov.tick()
+    gov.tick(tokens)
     seconds = (costs or {}).get(gov.setting, 0.02)
     m.advance(seconds)
     gov.record(tokens, seconds)
@@ -213,8 +213,8 @@ def test_only_steps_of_the_most_common_size_are_compared_and_not_the_first_after
     times = {Setting(50, 2): 0.02, Setting(0, 1): 0.03}
     while not trial.done:
         first = trial._in_window == 0
-        # a long prompt step lands in one window, and every switch's first step is slow
-        tokens = 200 if (trial.current == Setting(0, 1) and trial._turn == 1 and not first) else 1
+        # a step with a short prompt chunk lands in one window, and every switch's first step is slow
+        tokens = 40 if (trial.current == Setting(0, 1) and trial._turn == 1 and not first) else 1
         trial.record(tokens, 5.0 if first else times[trial.current] * (40 if tokens > 1 else 1))
     assert trial.per_step() == {Setting(50, 2): 0.02, Setting(0, 1): 0.03}
     assert trial.winner() == Setting(50, 2)
@@ -225,12 +225,31 @@ def test_steps_too_mixed_to_compare_get_more_rounds_then_the_load_decides():
     gov, watch = governed(m, configured=50, apply=polls.append, threads=2, apply_threads=lambda n: None, cores=2)
     m.others = 2.0
     step(m, gov, watch, 2)
-    sizes = iter(range(1, 10_000))   # never the same size twice: nothing to compare
     steps = 1
     while gov.trial is not None:
-        gov.tick()
-        gov.record(next(sizes), 0.02)
+        # each candidate happens to decode steps of another size (others' prompts come and go)
+        size = 1 + 10 * gov.trial.candidates.index(gov.trial.current)
+        gov.tick(size)
+        gov.record(size, 0.02)
         steps += 1
     gov.tick()
     assert steps == (3 + 3) * 3 * 4 and gov.setting == Setting(0, 1) == gov.want(2.0)
     assert gov.verdict.startswith("poll 0, 1 thread")
+
+
+def test_a_prompt_chunk_decodes_outside_the_trial_on_what_the_load_suggests():
+    """A 512-token chunk on two spinning threads beside busy loops took seconds: a chunk runs on
+    the load's choice, is not compared, and the step after it (threads switched back) neither."""
+    m, threads = Machine(), []
+    gov, watch = governed(m, configured=50, apply=lambda p: None, threads=2, apply_threads=threads.append, cores=2)
+    m.others = 2.0
+    step(m, gov, watch, 2, BUSY)
+    trial = gov.trial
+    assert trial.current == Setting(50, 2) and gov.setting == Setting(50, 2)
+    recorded = len(trial.steps)
+    step(m, gov, watch, 0, BUSY, tokens=512)
+    assert gov.setting == Setting(0, 1) and len(trial.steps) == recorded       # the load's choice, not counted
+    step(m, gov, watch, 0, BUSY)
+    assert gov.setting == Setting(50, 2) and len(trial.steps) == recorded       # back in the trial; paid the switch
+    step(m, gov, watch, 0, BUSY)
+    assert len(trial.steps) == recorded + 1

@@ -152,6 +152,13 @@ def test_drafts_stay_inside_max_tokens_context_batch_and_free_cells():
     assert sum(len(it.draft) for it in s.plan()) == MAX_DRAFT_TOKENS_PER_STEP
 
 
+def test_no_drafts_while_the_cpu_governor_compares_steps():
+    s = Scheduler(KvPool(2), n_batch=64)
+    seq = decoding(s, [1, 2, 3], Drafter([5, 6, 7]))
+    (item,) = s.plan(drafts=False)
+    assert item.tokens == [42] and item.draft == [] and seq.drafter.thresholds == []
+
+
 def test_no_drafts_for_prompts_or_without_a_drafter():
     s = Scheduler(KvPool(2), n_batch=64)
     plain = decoding(s, [1, 2, 3], None)

@@ -9,8 +9,8 @@ from edge_infer.commands.common import add_model_arg, resolve_model
 def register(sub) -> None:
     p = sub.add_parser("bench-spec", help="n-gram speculation on vs off: tok/s, acceptance, same output")
     add_model_arg(p)
-    p.add_argument("--draft-max", type=int, default=16,
-                   help="drafted tokens per step, at most, for the 'on' requests (default 16, as serve's)")
+    p.add_argument("--draft-max", type=int, default=15,
+                   help="drafted tokens per step, at most, for the 'on' requests (default 15, as serve's)")
     p.add_argument("--workloads", default="quote,edit,plain", help="comma-separated: quote, edit, plain")
     p.add_argument("--clients", type=int, default=8, help="clients for the batched plain pass (0 = skip)")
     p.add_argument("--max-tokens", type=int, default=160)

@@ -57,7 +57,7 @@ def add_engine_args(p: argparse.ArgumentParser, parallel_default: int | None = N
     g.add_argument("--draft-max", type=int, metavar="N",
                    help="n-gram speculation: draft up to N tokens per step from the prompt and the text "
                         "so far, verified in the same batch; same output, faster on repetitive text "
-                        "(default 16; 0 = off; a request may set 'speculative')")
+                        "(default 15; 0 = off; a request may set 'speculative')")
     g.add_argument("--reasoning-budget", type=int, metavar="N",
                    help="reasoning tokens a reply may write in its <think> block before the engine closes "
                         "it and the model answers (default -1 = no limit; 0 = answer at once)")

@@ -10,7 +10,7 @@ import pytest
 
 from tests.server.conftest import REPEATABLE_GREEDY
 
-anthropic = pytest.importorskip("anthropic")
+import anthropic
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 WEATHER = {"name": "get_weather", "description": "Current weather in a city",

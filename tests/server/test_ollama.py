@@ -13,7 +13,7 @@ import pytest
 
 from tests.server.conftest import REPEATABLE_GREEDY
 
-ollama = pytest.importorskip("ollama")
+import ollama
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 GREEDY = {"temperature": 0, "seed": 7, "num_predict": 16}

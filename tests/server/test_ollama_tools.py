@@ -13,7 +13,7 @@ import pytest
 from edge_infer.server import ollama_tools, ollama_wire
 from edge_infer.server.ollama_wire import Message
 
-ollama = pytest.importorskip("ollama")
+import ollama
 
 from tests.server.test_ollama import client, live  # noqa: F401,E402  (the same server and client fixtures)
 from tests.server.test_tool_calls import WEATHER  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 
 from tests.remote.conftest import Front
 
-ollama = pytest.importorskip("ollama")
+import ollama
 ASK = [{"role": "user", "content": "Name three colours."}]
 GREEDY = dict(temperature=0, max_tokens=24, extra_body={"speculative": False})
 

@@ -14,8 +14,8 @@ import pytest
 
 from edge_infer.config import EngineSettings
 
-anthropic = pytest.importorskip("anthropic")
-openai = pytest.importorskip("openai")
+import anthropic
+import openai
 
 LIST = "\n".join(f"- item {i}: the value {i * 7}" for i in range(8))
 COPY = f"Copy this list exactly, line by line:\n{LIST}"

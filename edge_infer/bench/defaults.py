@@ -213,13 +213,13 @@ def chat(target: Target, clients: int, busy: bool = False) -> Measure:
     return Measure(r.agg_tok_s, r.ttft_p50_s)
 
 
-def code_reply(target: Target, ask: str, busy: bool = False) -> Measure:
+def code_reply(target: Target, ask: str, max_tokens: int, busy: bool = False) -> Measure:
     import asyncio
 
     async def go():
         async with target.client(1) as c:
             # the first 160 tokens of the reply beside busy loops (the whole one can take most of an hour)
-            return await stream_chat(c, target.resolve_model(), ask, 160 if busy else (900 if ask == EDIT_ASK else 320),
+            return await stream_chat(c, target.resolve_model(), ask, 160 if busy else max_tokens,
                                      deadline=time.perf_counter() + BUSY_BUDGET_S if busy else None)
     r = asyncio.run(go())
     if r.error:
@@ -251,8 +251,8 @@ def run(smol, coder, binary: str, repeats: int, loads: tuple[Busy, ...], log=pri
                         with busy_loops(load):
                             for w in work:
                                 with CpuMeter(srv.proc.pid) as cpu:
-                                    m = (code_reply(srv.target, EDIT_ASK, busy) if w == "code edit"
-                                         else code_reply(srv.target, NEW_ASK, busy) if w == "new function"
+                                    m = (code_reply(srv.target, EDIT_ASK, 900, busy) if w == "code edit"
+                                         else code_reply(srv.target, NEW_ASK, 320, busy) if w == "new function"
                                          else chat(srv.target, int(w[-1]), busy))
                                 m.cores = cpu.cores
                                 if system == "edge-infer":

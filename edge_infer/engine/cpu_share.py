@@ -157,6 +157,7 @@ class SpinGovernor:
         self.enabled = enabled and FOLLOW_LOAD and configured > 0
         self.poll = configured
         self.configured_threads, self.threads, self.apply_threads = threads, threads, apply_threads
+        self._configured = Setting(configured, threads)
         self.cores = cores or _physical_cores()
         self.watch = (watch or LoadWatch()) if self.enabled else None
         self.clock = clock
@@ -210,7 +211,7 @@ class SpinGovernor:
             log.info("CPU threads: %s", self.verdict)
 
     def _target(self) -> Setting:
-        configured, level = Setting(self.configured, self.configured_threads), self._level
+        configured, level = self._configured, self._level
         if level is None or level == configured:
             return configured
         if self.trial is not None:

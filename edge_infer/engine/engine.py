@@ -252,6 +252,7 @@ class Engine:
         n_drafted = sum(len(it.draft) for it in items)
         n_decode = sum(it.seq.status is Status.DECODE for it in items)
         self.scheduler.step_cost.observe(n_tokens, now - started)
+        self.runner.spin.record(n_tokens, now - started)   # the CPU governor's trials
         self.stats.stepped(n_tokens - n_decode - n_drafted, n_decode, now)
         for it in self.scheduler.decoded(items):
             sampled = self.speculation.sample(it) if it.draft else [self.runner.sample(it.seq, it.row)]

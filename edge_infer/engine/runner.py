@@ -7,8 +7,6 @@ stop, finish) is the scheduler's post-processing. Only the engine thread calls i
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from edge_infer.config import EngineSettings
@@ -61,10 +59,8 @@ class ModelRunner:
             for j, tok in enumerate(it.tokens):
                 it.row = batch.add(tok, it.pos + j, it.seq.slot, it.wants_logits and j == last)
         self.spin.tick(batch.n)
-        began = time.perf_counter()
         rc = self.ctx.decode(batch)
         if rc == 0:
-            self.spin.record(batch.n, time.perf_counter() - began)  # the CPU governor's trials
             return None
         return KV_FULL if rc == 1 else f"llama_decode returned {rc}"
 

@@ -97,7 +97,10 @@ async def test_server_tab_lists_two_loaded_models_and_unloads_pins_and_loads_by_
         await asyncio.to_thread(app.host.load, str(gemma3_path), app.default_settings)
         gemma = app.host.current.name
         await pilot.press("f3")
-        await wait_for(pilot, lambda: host_rows(app).get(gemma, {}).get("state") == "● loaded")
+        # A refresh that ran while load() was under way may show Gemma resident but not yet the
+        # default (the host makes it the default once it is loaded): wait for both.
+        await wait_for(pilot, lambda: host_rows(app).get(gemma, {}).get("state") == "● loaded"
+                       and host_rows(app)[gemma]["default"] == "yes")
         rows = host_rows(app)
         assert rows[smol]["state"] == "● loaded" and rows[gemma]["default"] == "yes" and rows[smol]["default"] == ""
         assert rows[smol]["ram"].endswith(("MiB", "GiB")) and rows[gemma]["active"] == "0" and rows[smol]["pinned"] == ""
